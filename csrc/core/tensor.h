@@ -1,0 +1,58 @@
+// A backend-neutral view of one array argument (what DLPack describes), and the
+// checks every family runs on its arguments before launching.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace braze {
+
+constexpr int kMaxDims = 8;
+
+enum class Device : int { none = 0, cpu = 1, cuda = 2, metal = 8 };
+
+struct Tensor {
+  const char* name = "";  // the Python argument name, for messages
+  void* data = nullptr;   // null = argument absent (None)
+  DType dtype = DType::other;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t stride[kMaxDims] = {};  // in elements
+  Device device = Device::none;
+  int device_id = 0;
+
+  bool present = false;   // false = the argument was None
+
+  bool defined() const { return present; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
+  int64_t last() const { return ndim ? shape[ndim - 1] : 1; }
+};
+
+// Rows over the last axis: the leading axes must collapse into one row index
+// with a single row stride (views such as per-head slices qualify).
+struct Rows {
+  int64_t rows = 0, cols = 0, stride = 0;
+};
+
+std::string shape_str(const Tensor& t);
+Rows as_rows(const Tensor& t);
+// Same shape as `ref`, else ValueError naming both.
+void require_shape(const Tensor& t, const Tensor& ref);
+void require_shape(const Tensor& t, const int64_t* shape, int ndim, const char* what);
+void require_dtype(const Tensor& t, DType want);
+void require_float(const Tensor& t);
+// 1-D, length n, contiguous.
+void require_vector(const Tensor& t, int64_t n, const char* what);
+// All present tensors on one device.
+void require_same_device(std::initializer_list<const Tensor*> ts);
+// Outputs must not overlap inputs unless identical (same data and layout) and allowed.
+void require_disjoint(const Tensor& out, const Tensor& in);
+bool same_view(const Tensor& a, const Tensor& b);
+
+}  // namespace braze

@@ -1,0 +1,255 @@
+// Norm family on the CPU. Rows are split over the thread pool; a row is read
+// from memory once (later passes hit L1/L2), math in f32 vectors of W lanes.
+#include "cpu/norm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "cpu/simd.h"
+
+namespace braze::cpu::BRAZE_ISA {
+namespace {
+
+using norm::Args;
+using norm::Op;
+
+// Walks [0, n) in W-lane steps; body(i, count) with count == W except the tail.
+template <class F> inline void lanes(int64_t n, F body) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) body(i, int64_t(W));
+  if (i < n) body(i, n - i);
+}
+
+template <class D> inline vf ld(const typename D::T* p, int64_t i, int64_t c, float fill = 0.f) {
+  return c == W ? load<D>(p + i) : load_n<D>(p + i, c, fill);
+}
+template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) {
+  if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
+}
+
+// sum(x*x) with two accumulators to hide FMA latency.
+template <class D> float sum_sq(const typename D::T* x, int64_t n) {
+  vf a0{}, a1{};
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    vf v0 = load<D>(x + i), v1 = load<D>(x + i + W);
+    a0 += v0 * v0;
+    a1 += v1 * v1;
+  }
+  for (; i < n; i += W) {
+    vf v = ld<D>(x, i, n - i < W ? n - i : W);
+    a0 += v * v;
+  }
+  return hsum(a0 + a1);
+}
+
+template <class D> float sum(const typename D::T* x, int64_t n) {
+  vf a{};
+  lanes(n, [&](int64_t i, int64_t c) { a += ld<D>(x, i, c); });
+  return hsum(a);
+}
+
+template <class D> float sum_sq_dev(const typename D::T* x, int64_t n, float mean) {
+  vf a{};
+  vf m = splat(mean);
+  lanes(n, [&](int64_t i, int64_t c) {
+    vf d = ld<D>(x, i, c, mean) - m;
+    a += d * d;
+  });
+  return hsum(a);
+}
+
+template <class D> inline vf weight(const typename D::T* w, int64_t i, int64_t c, float offset) {
+  return w ? ld<D>(w, i, c) + offset : splat(1.f + offset);
+}
+
+template <class D> void rms_norm_rows(const Args& a, int64_t r0, int64_t r1) {
+  using T = typename D::T;
+  auto w = static_cast<const T*>(a.w);
+  for (int64_t r = r0; r < r1; ++r) {
+    auto x = static_cast<const T*>(a.x) + r * a.x_stride;
+    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    vf s = splat(1.f / std::sqrt(sum_sq<D>(x, a.cols) / float(a.cols) + a.eps));
+    lanes(a.cols, [&](int64_t i, int64_t c) { st<D>(y, i, c, ld<D>(x, i, c) * s * weight<D>(w, i, c, a.w_offset)); });
+  }
+}
+
+template <class D> void add_rms_norm_rows(const Args& a, int64_t r0, int64_t r1) {
+  using T = typename D::T;
+  auto w = static_cast<const T*>(a.w);
+  for (int64_t r = r0; r < r1; ++r) {
+    auto x = static_cast<const T*>(a.x) + r * a.x_stride;
+    auto res = static_cast<const T*>(a.r) + r * a.r_stride;
+    auto h = static_cast<T*>(a.h) + r * a.h_stride;
+    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    vf acc{};
+    lanes(a.cols, [&](int64_t i, int64_t c) {
+      vf v = round_to<D>(ld<D>(x, i, c) + ld<D>(res, i, c));  // the norm sees h as stored
+      st<D>(h, i, c, v);
+      acc += v * v;
+    });
+    vf s = splat(1.f / std::sqrt(hsum(acc) / float(a.cols) + a.eps));
+    lanes(a.cols, [&](int64_t i, int64_t c) { st<D>(y, i, c, ld<D>(h, i, c) * s * weight<D>(w, i, c, a.w_offset)); });
+  }
+}
+
+template <class D> void layer_norm_rows(const Args& a, int64_t r0, int64_t r1) {
+  using T = typename D::T;
+  auto w = static_cast<const T*>(a.w);
+  auto b = static_cast<const T*>(a.b);
+  for (int64_t r = r0; r < r1; ++r) {
+    auto x = static_cast<const T*>(a.x) + r * a.x_stride;
+    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    float mean = sum<D>(x, a.cols) / float(a.cols);
+    float rstd = 1.f / std::sqrt(sum_sq_dev<D>(x, a.cols, mean) / float(a.cols) + a.eps);
+    vf m = splat(mean), s = splat(rstd);
+    lanes(a.cols, [&](int64_t i, int64_t c) {
+      vf v = (ld<D>(x, i, c) - m) * s * weight<D>(w, i, c, 0.f);
+      if (b) v += ld<D>(b, i, c);
+      st<D>(y, i, c, v);
+    });
+  }
+}
+
+template <class D> void rms_norm_gated_rows(const Args& a, int64_t r0, int64_t r1) {
+  using T = typename D::T;
+  auto w = static_cast<const T*>(a.w);
+  const int64_t g = a.group;
+  for (int64_t r = r0; r < r1; ++r) {
+    auto x = static_cast<const T*>(a.x) + r * a.x_stride;
+    auto gate = static_cast<const T*>(a.r) + r * a.r_stride;
+    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    for (int64_t g0 = 0; g0 < a.cols; g0 += g) {
+      vf s = splat(1.f / std::sqrt(sum_sq<D>(x + g0, g) / float(g) + a.eps));
+      lanes(g, [&](int64_t i, int64_t c) {
+        vf z = ld<D>(gate + g0, i, c);
+        vf silu = z / (1.f + vexp(-z));
+        vf wv = w ? ld<D>(w + g0, i, c) : splat(1.f);
+        st<D>(y + g0, i, c, ld<D>(x + g0, i, c) * s * wv * silu);
+      });
+    }
+  }
+}
+
+// The VJPs accumulate dweight / dbias per static block of rows into f32
+// partials, then add the blocks in order: the result does not depend on
+// which thread ran which block.
+template <class D> void rms_norm_vjp_rows(const Args& a, int64_t r0, int64_t r1, float* dw) {
+  using T = typename D::T;
+  auto w = static_cast<const T*>(a.w);
+  for (int64_t r = r0; r < r1; ++r) {
+    auto x = static_cast<const T*>(a.x) + r * a.x_stride;
+    auto dy = static_cast<const T*>(a.r) + r * a.r_stride;
+    auto dx = static_cast<T*>(a.y) + r * a.y_stride;
+    vf ss{}, gx{};
+    lanes(a.cols, [&](int64_t i, int64_t c) {
+      vf xv = ld<D>(x, i, c);
+      ss += xv * xv;
+      gx += ld<D>(dy, i, c) * weight<D>(w, i, c, a.w_offset) * xv;
+    });
+    float rs = 1.f / std::sqrt(hsum(ss) / float(a.cols) + a.eps);
+    vf s = splat(rs), k = splat(rs * rs * hsum(gx) / float(a.cols));
+    lanes(a.cols, [&](int64_t i, int64_t c) {
+      vf xv = ld<D>(x, i, c), dyv = ld<D>(dy, i, c);
+      st<D>(dx, i, c, s * (dyv * weight<D>(w, i, c, a.w_offset) - xv * k));
+      if (dw) {
+        vf acc = ld<F32>(dw, i, c) + dyv * xv * s;
+        st<F32>(dw, i, c, acc);
+      }
+    });
+  }
+}
+
+template <class D> void layer_norm_vjp_rows(const Args& a, int64_t r0, int64_t r1, float* dw, float* db) {
+  using T = typename D::T;
+  auto w = static_cast<const T*>(a.w);
+  for (int64_t r = r0; r < r1; ++r) {
+    auto x = static_cast<const T*>(a.x) + r * a.x_stride;
+    auto dy = static_cast<const T*>(a.r) + r * a.r_stride;
+    auto dx = static_cast<T*>(a.y) + r * a.y_stride;
+    float mean = sum<D>(x, a.cols) / float(a.cols);
+    float rstd = 1.f / std::sqrt(sum_sq_dev<D>(x, a.cols, mean) / float(a.cols) + a.eps);
+    vf m = splat(mean), s = splat(rstd), g_sum{}, gxh_sum{};
+    lanes(a.cols, [&](int64_t i, int64_t c) {
+      vf xh = (ld<D>(x, i, c) - m) * s;
+      vf g = ld<D>(dy, i, c) * weight<D>(w, i, c, 0.f);
+      g_sum += g;
+      gxh_sum += g * xh;
+    });
+    vf c1 = splat(hsum(g_sum) / float(a.cols)), c2 = splat(hsum(gxh_sum) / float(a.cols));
+    lanes(a.cols, [&](int64_t i, int64_t c) {
+      vf xh = (ld<D>(x, i, c) - m) * s;
+      vf dyv = ld<D>(dy, i, c);
+      vf g = dyv * weight<D>(w, i, c, 0.f);
+      st<D>(dx, i, c, s * (g - c1 - xh * c2));
+      if (dw) st<F32>(dw, i, c, ld<F32>(dw, i, c) + dyv * xh);
+      if (db) st<F32>(db, i, c, ld<F32>(db, i, c) + dyv);
+    });
+  }
+}
+
+template <class D> void reduce_blocks(const std::vector<float>& parts, int64_t blocks, int64_t n, void* out) {
+  using T = typename D::T;
+  if (!out) return;
+  lanes(n, [&](int64_t i, int64_t c) {
+    vf acc{};
+    for (int64_t b = 0; b < blocks; ++b) acc += ld<F32>(parts.data() + b * n, i, c);
+    st<D>(static_cast<T*>(out), i, c, acc);
+  });
+}
+
+template <class D> void run_vjp(const Args& a) {
+  const int64_t n = a.cols;
+  const bool need_w = a.dw != nullptr, need_b = a.db != nullptr;
+  const int64_t blocks = (need_w || need_b) ? std::max<int64_t>(1, std::min<int64_t>(a.rows, num_threads())) : 1;
+  std::vector<float> pw(need_w ? blocks * n : 0, 0.f), pb(need_b ? blocks * n : 0, 0.f);
+  auto body = [&](int64_t blk, int) {
+    int64_t r0 = a.rows * blk / blocks, r1 = a.rows * (blk + 1) / blocks;
+    float* dw = need_w ? pw.data() + blk * n : nullptr;
+    float* db = need_b ? pb.data() + blk * n : nullptr;
+    if (a.op == Op::rms_norm_vjp) rms_norm_vjp_rows<D>(a, r0, r1, dw);
+    else layer_norm_vjp_rows<D>(a, r0, r1, dw, db);
+  };
+  if (blocks > 1) parallel_for(blocks, body);
+  else if (need_w || need_b) body(0, 0);
+  else parallel_rows(a.rows, 4 * n * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
+    if (a.op == Op::rms_norm_vjp) rms_norm_vjp_rows<D>(a, r0, r1, nullptr);
+    else layer_norm_vjp_rows<D>(a, r0, r1, nullptr, nullptr);
+  });
+  if (a.rows == 0) {  // no rows: the gradients of weight and bias are zero
+    std::fill(pw.begin(), pw.end(), 0.f);
+    std::fill(pb.begin(), pb.end(), 0.f);
+  }
+  reduce_blocks<D>(pw, blocks, n, a.dw);
+  reduce_blocks<D>(pb, blocks, n, a.db);
+}
+
+template <class D> void run_typed(const Args& a) {
+  const int64_t row_bytes = a.cols * int64_t(sizeof(typename D::T));
+  switch (a.op) {
+    case Op::rms_norm:
+      return parallel_rows(a.rows, 2 * row_bytes, [&](int64_t r0, int64_t r1) { rms_norm_rows<D>(a, r0, r1); });
+    case Op::layer_norm:
+      return parallel_rows(a.rows, 2 * row_bytes, [&](int64_t r0, int64_t r1) { layer_norm_rows<D>(a, r0, r1); });
+    case Op::add_rms_norm:
+      return parallel_rows(a.rows, 4 * row_bytes, [&](int64_t r0, int64_t r1) { add_rms_norm_rows<D>(a, r0, r1); });
+    case Op::rms_norm_gated:
+      return parallel_rows(a.rows, 3 * row_bytes, [&](int64_t r0, int64_t r1) { rms_norm_gated_rows<D>(a, r0, r1); });
+    case Op::rms_norm_vjp:
+    case Op::layer_norm_vjp:
+      return run_vjp<D>(a);
+  }
+}
+
+}  // namespace
+
+void norm_run(const Args& a) {
+  switch (a.dtype) {
+    case DType::f32: return run_typed<F32>(a);
+    case DType::f16: return run_typed<F16>(a);
+    case DType::bf16: return run_typed<BF16>(a);
+    default: throw TypeError(std::string("unsupported dtype ") + dtype_name(a.dtype));
+  }
+}
+
+}  // namespace braze::cpu::BRAZE_ISA

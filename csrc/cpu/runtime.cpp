@@ -1,0 +1,198 @@
+#include "cpu/runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace braze::cpu {
+
+// ---------------------------------------------------------------- ISA choice
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    default: return "base";
+  }
+}
+
+bool isa_built(Isa isa) {
+  switch (isa) {
+#if defined(BRAZE_HAVE_ISA_avx512)
+    case Isa::avx512: return true;
+#endif
+#if defined(BRAZE_HAVE_ISA_avx2)
+    case Isa::avx2: return true;
+#endif
+    case Isa::base: return true;
+    default: return false;
+  }
+}
+
+bool isa_supported(Isa isa) {
+  if (!isa_built(isa)) return false;
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  if (isa == Isa::avx512)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma");
+  if (isa == Isa::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  return isa == Isa::base;
+}
+
+Isa best_isa() {
+  for (Isa i : {Isa::avx512, Isa::avx2})
+    if (isa_supported(i)) return i;
+  return Isa::base;
+}
+
+static std::atomic<int> g_isa{-1};
+
+Isa active_isa() {
+  int v = g_isa.load(std::memory_order_relaxed);
+  if (v < 0) {
+    Isa i = best_isa();
+    if (const char* env = std::getenv("BRAZE_CPU_ISA")) {
+      for (Isa c : {Isa::base, Isa::avx2, Isa::avx512})
+        if (std::string(env) == isa_name(c) && isa_supported(c)) i = c;
+    }
+    v = int(i);
+    g_isa.store(v);
+  }
+  return Isa(v);
+}
+
+void set_isa(Isa isa) { g_isa.store(int(isa)); }
+
+// ---------------------------------------------------------------- thread pool
+namespace {
+
+int default_threads() {
+  if (const char* env = std::getenv("BRAZE_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Workers sleep on a condition variable between jobs; a job hands out task
+// indices through one atomic counter, and the caller works too.
+class Pool {
+ public:
+  explicit Pool(int n) { resize(n); }
+  ~Pool() { stop(); }
+
+  int size() const { return int(workers_.size()) + 1; }
+
+  void resize(int n) {
+    stop();
+    quit_ = false;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { loop(i); });
+  }
+
+  void run(int64_t tasks, const std::function<void(int64_t, int)>& fn) {
+    std::lock_guard<std::mutex> one_job(job_mutex_);  // callers from several Python threads queue up
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      fn_ = &fn;
+      tasks_ = tasks;
+      next_.store(0);
+      active_ = int(workers_.size());
+      ++generation_;
+    }
+    cv_.notify_all();
+    work(0);
+    std::unique_lock<std::mutex> lk(m_);
+    done_cv_.wait(lk, [this] { return active_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void work(int worker) {
+    for (int64_t t; (t = next_.fetch_add(1)) < tasks_;) (*fn_)(t, worker);
+  }
+
+  void loop(int worker) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [&] { return quit_ || generation_ != seen; });
+        if (quit_) return;
+        seen = generation_;
+      }
+      work(worker);
+      std::lock_guard<std::mutex> lk(m_);
+      if (--active_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex job_mutex_, m_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int64_t, int)>* fn_ = nullptr;
+  int64_t tasks_ = 0;
+  std::atomic<int64_t> next_{0};
+  int active_ = 0;
+  uint64_t generation_ = 0;
+  bool quit_ = false;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool(default_threads());  // never destroyed: workers may outlive static teardown
+  return *p;
+}
+
+}  // namespace
+
+int num_threads() { return pool().size(); }
+
+void set_num_threads(int n) { pool().resize(std::max(1, n)); }
+
+void parallel_for(int64_t tasks, const std::function<void(int64_t, int)>& fn) {
+  if (tasks <= 0) return;
+  if (tasks == 1 || num_threads() == 1) {
+    for (int64_t t = 0; t < tasks; ++t) fn(t, 0);
+    return;
+  }
+  pool().run(tasks, fn);
+}
+
+void parallel_rows(int64_t rows, int64_t bytes_per_row, const std::function<void(int64_t, int64_t)>& fn) {
+  if (rows <= 0) return;
+  constexpr int64_t kMinBytes = 1 << 17;  // below this, waking threads costs more than it saves
+  int64_t threads = num_threads();
+  int64_t total = rows * std::max<int64_t>(bytes_per_row, 1);
+  int64_t chunks = std::min<int64_t>({rows, total / kMinBytes, threads * 4});
+  if (chunks <= 1) {
+    fn(0, rows);
+    return;
+  }
+  // Round to a multiple of the thread count so static shares stay even.
+  if (chunks > threads) chunks -= chunks % threads;
+  parallel_for(chunks, [&](int64_t c, int) { fn(rows * c / chunks, rows * (c + 1) / chunks); });
+}
+
+}  // namespace braze::cpu

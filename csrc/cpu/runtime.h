@@ -1,0 +1,60 @@
+// The CPU backend's runtime: a persistent thread pool and run-time choice of
+// the instruction set each family's kernels were compiled for.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace braze::cpu {
+
+enum class Isa { base = 0, avx2 = 1, avx512 = 2 };
+
+const char* isa_name(Isa isa);
+Isa best_isa();           // what this CPU supports and this build has
+Isa active_isa();         // what kernels use now (best_isa unless overridden)
+void set_isa(Isa isa);    // for tests: run the kernels of a lower ISA
+bool isa_built(Isa isa);
+bool isa_supported(Isa isa);
+
+int num_threads();
+void set_num_threads(int n);
+
+// Runs fn(task, worker) for task in [0, tasks) on the pool; the calling thread
+// takes part. Tasks run in no fixed order; `worker` is in [0, num_threads()).
+// With one task (or one thread) everything runs inline on the caller.
+void parallel_for(int64_t tasks, const std::function<void(int64_t task, int worker)>& fn);
+
+// Splits rows into chunks of at least `min_bytes` of traffic each, at most a
+// few per thread, and runs fn(row_begin, row_end) over them in parallel.
+void parallel_rows(int64_t rows, int64_t bytes_per_row, const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace braze::cpu
+
+// Each family's kernels are compiled once per ISA into braze::cpu::<isa>; a
+// family header declares its entry points with BRAZE_CPU_ISA_DECLARE and picks
+// the active one through pick().
+#define BRAZE_CPU_FOR_EACH_ISA(X) X(base) X(avx2) X(avx512)
+
+namespace braze::cpu {
+template <class Fn>
+Fn pick(Fn base_fn, Fn avx2_fn, Fn avx512_fn) {
+  switch (active_isa()) {
+    case Isa::avx512: if (avx512_fn) return avx512_fn; [[fallthrough]];
+    case Isa::avx2: if (avx2_fn) return avx2_fn; [[fallthrough]];
+    default: return base_fn;
+  }
+}
+}  // namespace braze::cpu
+
+// BRAZE_CPU_PICK(fn): the active ISA's build of braze::cpu::<isa>::fn.
+#if defined(BRAZE_HAVE_ISA_avx2)
+#define BRAZE_ISA_FN_avx2(f) &::braze::cpu::avx2::f
+#else
+#define BRAZE_ISA_FN_avx2(f) static_cast<decltype(&::braze::cpu::base::f)>(nullptr)
+#endif
+#if defined(BRAZE_HAVE_ISA_avx512)
+#define BRAZE_ISA_FN_avx512(f) &::braze::cpu::avx512::f
+#else
+#define BRAZE_ISA_FN_avx512(f) static_cast<decltype(&::braze::cpu::base::f)>(nullptr)
+#endif
+#define BRAZE_CPU_PICK(f) ::braze::cpu::pick(&::braze::cpu::base::f, BRAZE_ISA_FN_avx2(f), BRAZE_ISA_FN_avx512(f))

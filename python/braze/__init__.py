@@ -1,0 +1,11 @@
+"""braze: hand-written fused kernels for LLM inference, one API over CPU, CUDA and Metal.
+
+Families: ``braze.norm`` (and more to come). Every function takes numpy,
+torch, CuPy, JAX or MLX arrays and returns the caller's array type on the
+caller's device, without copies.
+"""
+__version__ = "0.1.0"
+
+from . import norm  # noqa: E402
+
+__all__ = ["norm", "__version__"]

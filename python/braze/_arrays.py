@@ -1,0 +1,208 @@
+"""Framework and device detection, output allocation and bfloat16 views.
+
+Arrays cross into the native modules through DLPack (``nb::ndarray``) without
+copies. Outputs are allocated by the caller's own framework on the caller's
+device, so the result has the input's type; JAX and MLX arrays are immutable,
+so their outputs are written into a numpy buffer braze allocates and handed
+back through DLPack (no copy on the CPU).
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+_DEVICES = {1: "cpu", 2: "cuda", 3: "cpu", 8: "metal"}
+
+
+class Numpy:
+    name = "numpy"
+    immutable = False
+
+    @staticmethod
+    def native(a):
+        return a.view(np.uint16) if a.dtype == BF16 else a
+
+    @staticmethod
+    def is_bf16(a):
+        return a.dtype == BF16
+
+    @staticmethod
+    def dtype_name(a):
+        return "bfloat16" if a.dtype == BF16 else a.dtype.name
+
+    @staticmethod
+    def empty(like, shape, dtype=None):
+        return np.empty(shape, like.dtype if dtype is None else _np_dtype(dtype))
+
+    @staticmethod
+    def writable(a):
+        return a.flags.writeable
+
+    @staticmethod
+    def stream(a):
+        return 0
+
+    @staticmethod
+    def wrap(buf, like):
+        return buf
+
+    @staticmethod
+    def copy_into(dst, src):
+        np.copyto(dst, np.asarray(src))
+
+
+class Torch:
+    name = "torch"
+    immutable = False
+
+    @staticmethod
+    def native(a):
+        return a.detach() if a.requires_grad else a
+
+    @staticmethod
+    def is_bf16(a):
+        return False  # torch exports bfloat16 through DLPack natively
+
+    @staticmethod
+    def dtype_name(a):
+        return str(a.dtype).replace("torch.", "")
+
+    @staticmethod
+    def empty(like, shape, dtype=None):
+        import torch
+
+        dt = like.dtype if dtype is None else getattr(torch, dtype)
+        return torch.empty(shape, dtype=dt, device=like.device)
+
+    @staticmethod
+    def writable(a):
+        return True
+
+    @staticmethod
+    def stream(a):
+        if a.device.type != "cuda":
+            return 0
+        import torch
+
+        return torch.cuda.current_stream(a.device).cuda_stream
+
+    @staticmethod
+    def wrap(buf, like):
+        return buf
+
+    @staticmethod
+    def copy_into(dst, src):
+        dst.copy_(src)
+
+
+class Cupy:
+    name = "cupy"
+    immutable = False
+
+    @staticmethod
+    def native(a):
+        return a
+
+    @staticmethod
+    def is_bf16(a):
+        return False
+
+    @staticmethod
+    def dtype_name(a):
+        return a.dtype.name
+
+    @staticmethod
+    def empty(like, shape, dtype=None):
+        import cupy
+
+        with like.device:
+            return cupy.empty(shape, like.dtype if dtype is None else dtype)
+
+    @staticmethod
+    def writable(a):
+        return True
+
+    @staticmethod
+    def stream(a):
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+
+    @staticmethod
+    def wrap(buf, like):
+        return buf
+
+    @staticmethod
+    def copy_into(dst, src):
+        dst[...] = src
+
+
+class _Immutable(Numpy):
+    """JAX / MLX on the CPU: inputs are read through DLPack, outputs are numpy
+    buffers handed back as the framework's array."""
+
+    immutable = True
+
+    @staticmethod
+    def is_bf16(a):
+        return False
+
+    @staticmethod
+    def empty(like, shape, dtype=None):
+        return np.empty(shape, _np_dtype(dtype) if dtype else _np_dtype(_Immutable.dtype_name(like)))
+
+    @staticmethod
+    def dtype_name(a):
+        return str(a.dtype).replace("mlx.core.", "")
+
+    @staticmethod
+    def native(a):
+        return a
+
+
+class Jax(_Immutable):
+    name = "jax"
+
+    @staticmethod
+    def wrap(buf, like):
+        import jax.numpy as jnp
+
+        return jnp.asarray(buf)
+
+
+class Mlx(_Immutable):
+    name = "mlx"
+
+    @staticmethod
+    def wrap(buf, like):
+        import mlx.core as mx
+
+        return mx.array(buf)
+
+
+_BY_MODULE = {"numpy": Numpy, "torch": Torch, "cupy": Cupy, "jax": Jax, "jaxlib": Jax, "mlx": Mlx}
+_by_type = {}
+
+
+def framework(a, name="x"):
+    """The adapter for ``a``'s framework; TypeError for something that is not an array."""
+    t = type(a)
+    fw = _by_type.get(t)
+    if fw is None:
+        root = t.__module__.split(".")[0]
+        fw = _BY_MODULE.get(root)
+        if fw is None or not hasattr(a, "__dlpack_device__"):
+            raise TypeError(f"{name} must be an array (numpy, torch, cupy, jax or mlx), got {t.__name__}")
+        _by_type[t] = fw
+    return fw
+
+
+def device(a):
+    """('cpu' | 'cuda' | 'metal', index) from DLPack."""
+    kind, idx = a.__dlpack_device__()
+    return _DEVICES.get(int(kind), f"dlpack device {int(kind)}"), int(idx)
+
+
+def _np_dtype(name):
+    return BF16 if name == "bfloat16" else np.dtype(name)

@@ -1,0 +1,80 @@
+"""The short path from a public function to a native kernel.
+
+``Call(op, x)`` finds x's framework and device, the backend module for that
+device and its kernel for ``op``; ``arg``/``out``/``result`` convert arrays in
+and out without copies. When the backend lacks the kernel, ``fallback`` runs
+the reference composition in the caller's framework on the caller's device,
+with a one-time warning.
+"""
+from __future__ import annotations
+
+import numbers
+import warnings
+
+from . import _backends
+from ._arrays import device, framework
+
+_warned = set()
+
+
+def number(name, v):
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return float(v)
+    raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+
+
+def integer(name, v):
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return int(v)
+    raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+
+
+class Call:
+    __slots__ = ("op", "x", "fw", "backend", "kernel", "bf16", "stream")
+
+    def __init__(self, op, x, name="x"):
+        self.op = op
+        self.x = x
+        fw = self.fw = framework(x, name)
+        self.backend = device(x)[0]
+        mod = _backends.module(self.backend) if self.backend in _backends.NAMES else None
+        self.kernel = getattr(mod, op, None) if mod is not None else None
+        self.bf16 = fw.is_bf16(x)
+        self.stream = fw.stream(x) if self.backend == "cuda" else 0
+
+    def arg(self, a, name):
+        """An array argument (or None) as the native module takes it."""
+        if a is None:
+            return None
+        return framework(a, name).native(a)
+
+    def out(self, out, shape, name="out", dtype=None):
+        """``out`` checked for type and writability, or a new array of x's framework."""
+        if out is None:
+            return self.fw.empty(self.x, shape, dtype)
+        fw = framework(out, name)
+        if fw.immutable:
+            raise TypeError(f"{name} cannot be a {fw.name} array: {fw.name} arrays are immutable")
+        if not fw.writable(out):
+            raise ValueError(f"{name} is read-only")
+        return out
+
+    def result(self, buf):
+        return buf if buf is None or not self.fw.immutable else self.fw.wrap(buf, self.x)
+
+    def fallback(self, reference, args, kwargs, outs=None):
+        """Runs the reference composition; copies into ``outs`` when given."""
+        key = (self.op, self.backend)
+        if key not in _warned:
+            _warned.add(key)
+            why = _backends.why_not(self.backend) or "this backend has no kernel for it"
+            warnings.warn(f"braze: {self.op} on {self.backend}: {why}; running the reference "
+                          f"composition in {self.fw.name} instead", RuntimeWarning, stacklevel=3)
+        res = reference(*args, **kwargs)
+        if outs is None:
+            return res
+        single = not isinstance(res, tuple)
+        for dst, src in zip((outs,) if single else outs, (res,) if single else res):
+            if dst is not None and src is not None:
+                framework(dst, "out").copy_into(dst, src)
+        return outs if not single else outs

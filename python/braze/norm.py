@@ -1,0 +1,115 @@
+"""The norm family: RMSNorm, LayerNorm, fused residual-add + RMSNorm, gated
+RMSNorm, and the VJPs of RMSNorm and LayerNorm.
+
+Each op is a kernel because fusion saves passes over memory: a row is read
+from memory once, reduced, and written once (the compositions read it two or
+three times and materialize intermediates). Arithmetic is f32; outputs take the
+input dtype. ``weight`` / ``bias`` must have x's dtype. The normalized axis is
+the last one and must be contiguous; leading axes may be strided.
+"""
+from __future__ import annotations
+
+from ._call import Call, integer, number
+from .reference import norm as _ref
+
+
+def rms_norm(x, weight=None, *, eps=1e-6, weight_offset=0.0, out=None):
+    """``x * rsqrt(mean(x**2, -1) + eps) * (weight + weight_offset)``.
+
+    ``weight=None`` means ones; ``weight_offset=1.0`` gives the ``(1 + w)``
+    convention. ``out`` must not overlap ``x``.
+    """
+    c = Call("rms_norm", x)
+    eps, weight_offset = number("eps", eps), number("weight_offset", weight_offset)
+    if c.kernel is None:
+        return c.fallback(_ref.rms_norm, (x, weight), dict(eps=eps, weight_offset=weight_offset), out)
+    y = c.out(out, x.shape)
+    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(y, "out"), eps, weight_offset, c.bf16, c.stream)
+    return c.result(y)
+
+
+def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
+    """``(x - mean) * rsqrt(var + eps) * weight + bias`` over the last axis (biased variance)."""
+    c = Call("layer_norm", x)
+    eps = number("eps", eps)
+    if c.kernel is None:
+        return c.fallback(_ref.layer_norm, (x, weight, bias), dict(eps=eps), out)
+    y = c.out(out, x.shape)
+    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(bias, "bias"), c.arg(y, "out"), eps, c.bf16, c.stream)
+    return c.result(y)
+
+
+def add_rms_norm(x, residual, weight=None, *, eps=1e-6, weight_offset=0.0, out=None, residual_out=None):
+    """``h = x + residual`` (f32 add, stored in residual's dtype), ``y = rms_norm(h)``; returns ``(y, h)``.
+
+    ``residual_out=residual`` updates the residual stream in place, as inference
+    engines do. One pass over memory.
+    """
+    c = Call("add_rms_norm", x)
+    eps, weight_offset = number("eps", eps), number("weight_offset", weight_offset)
+    if c.kernel is None:
+        return c.fallback(_ref.add_rms_norm, (x, residual, weight), dict(eps=eps, weight_offset=weight_offset),
+                          None if out is None and residual_out is None else (out, residual_out))
+    y = c.out(out, x.shape)
+    h = c.out(residual_out, x.shape, "residual_out")
+    c.kernel(c.arg(x, "x"), c.arg(residual, "residual"), c.arg(weight, "weight"), c.arg(y, "out"),
+             c.arg(h, "residual_out"), eps, weight_offset, c.bf16, c.stream)
+    return c.result(y), c.result(h)
+
+
+def rms_norm_gated(x, gate, weight=None, *, eps=1e-6, group_size=None, out=None):
+    """``rms_norm(x) * silu(gate)``, the norm taken over groups of ``group_size``
+    along the last axis (``None`` = the whole row); ``weight`` scales before the gate."""
+    c = Call("rms_norm_gated", x)
+    eps = number("eps", eps)
+    g = 0 if group_size is None else integer("group_size", group_size)
+    if group_size is not None and g <= 0:
+        raise ValueError(f"group_size must be positive, got {g}")
+    if c.kernel is None:
+        return c.fallback(_ref.rms_norm_gated, (x, gate, weight), dict(eps=eps, group_size=group_size), out)
+    y = c.out(out, x.shape)
+    c.kernel(c.arg(x, "x"), c.arg(gate, "gate"), c.arg(weight, "weight"), c.arg(y, "out"), eps, g,
+             c.bf16, c.stream)
+    return c.result(y)
+
+
+def rms_norm_vjp(x, weight, dy, *, eps=1e-6, weight_offset=0.0, out=None):
+    """Gradients ``(dx, dweight)`` of :func:`rms_norm`; ``dweight`` is summed over
+    all rows in f32 and returned in weight's dtype (None when weight is None).
+    ``out`` may be a pair ``(dx, dweight)`` to write into."""
+    c = Call("rms_norm_vjp", x)
+    eps, weight_offset = number("eps", eps), number("weight_offset", weight_offset)
+    dx_out, dw_out = _pair(out, 2)
+    if c.kernel is None:
+        return c.fallback(_ref.rms_norm_vjp, (x, weight, dy), dict(eps=eps, weight_offset=weight_offset), out)
+    dx = c.out(dx_out, x.shape, "out[0]")
+    dw = None if weight is None else c.out(dw_out, (x.shape[-1],), "out[1]")
+    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(dy, "dy"), c.arg(dx, "out[0]"), c.arg(dw, "out[1]"),
+             eps, weight_offset, c.bf16, c.stream)
+    return c.result(dx), c.result(dw)
+
+
+def layer_norm_vjp(x, weight, bias, dy, *, eps=1e-5, out=None):
+    """Gradients ``(dx, dweight, dbias)`` of :func:`layer_norm`; the parameter
+    gradients are summed over all rows in f32 (None where the parameter is None).
+    ``out`` may be a triple to write into."""
+    c = Call("layer_norm_vjp", x)
+    eps = number("eps", eps)
+    dx_out, dw_out, db_out = _pair(out, 3)
+    if c.kernel is None:
+        return c.fallback(_ref.layer_norm_vjp, (x, weight, bias, dy), dict(eps=eps), out)
+    n = (x.shape[-1],)
+    dx = c.out(dx_out, x.shape, "out[0]")
+    dw = None if weight is None else c.out(dw_out, n, "out[1]")
+    db = None if bias is None else c.out(db_out, n, "out[2]")
+    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(bias, "bias"), c.arg(dy, "dy"), c.arg(dx, "out[0]"),
+             c.arg(dw, "out[1]"), c.arg(db, "out[2]"), eps, c.bf16, c.stream)
+    return c.result(dx), c.result(dw), c.result(db)
+
+
+def _pair(out, n):
+    if out is None:
+        return (None,) * n
+    if not isinstance(out, (tuple, list)) or len(out) != n:
+        raise TypeError(f"out must be a tuple of {n} arrays (or None), got {type(out).__name__}")
+    return tuple(out)
