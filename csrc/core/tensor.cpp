@@ -18,11 +18,15 @@ Rows as_rows(const Tensor& t) {
   if (t.ndim < 1) throw ValueError(std::string(t.name) + " must have at least one axis, got a scalar");
   Rows r;
   r.cols = t.shape[t.ndim - 1];
+  r.rows = 1;
+  for (int i = 0; i < t.ndim - 1; ++i) r.rows *= t.shape[i];
+  if (r.rows == 0 || r.cols == 0) {  // nothing is read or written: strides do not matter
+    r.stride = r.cols;
+    return r;
+  }
   if (t.stride[t.ndim - 1] != 1 && r.cols > 1)
     throw ValueError(std::string(t.name) + ": the last axis must be contiguous (stride 1), got stride " +
                      std::to_string(t.stride[t.ndim - 1]));
-  r.rows = 1;
-  for (int i = 0; i < t.ndim - 1; ++i) r.rows *= t.shape[i];
   // The leading axes must form one arithmetic sequence of rows: walking from the
   // innermost leading axis outwards, each stride is the next one's span.
   int64_t stride = 0, span = 0;

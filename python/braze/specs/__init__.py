@@ -1,0 +1,1 @@
+"""OpSpecs of each family (see braze._spec)."""

@@ -1,0 +1,135 @@
+"""Parity checking against the reference, shared by the test suite and ``braze check``.
+
+Inputs are drawn fresh (never zeros) in the op's dtype; the oracle is the
+reference composition run in float64 on those same rounded inputs. Each op
+runs twice: once allocating its outputs, once writing into NaN-poisoned
+``out=`` arrays, which must come back as the very arrays passed in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._arrays import BF16
+
+
+def to_numpy64(a):
+    """Any array (numpy incl. ml_dtypes, torch, cupy, jax, mlx) -> float64 numpy on the host."""
+    if a is None:
+        return None
+    mod = type(a).__module__.split(".")[0]
+    if mod == "torch":
+        a = a.detach().float().cpu().numpy() if a.is_floating_point() else a.cpu().numpy()
+    elif mod == "cupy":
+        a = a.get()
+    a = np.asarray(a)
+    return a.astype(np.float64) if a.dtype.kind in "fV" or a.dtype == BF16 else a
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+@dataclass
+class Result:
+    ok: bool
+    max_err: float
+    rel_err: float
+    message: str = ""
+
+
+def compare(out, ref, tol, name="out"):
+    """Elementwise |out - ref| <= atol * s + rtol * |ref| with s = max(1, rms(ref)),
+    and ||out - ref|| <= rtol * ||ref|| + atol * s * sqrt(n) (a relative norm
+    error that tolerates a near-zero reference). NaN in out passes only where
+    ref is NaN."""
+    atol, rtol = tol
+    o, r = to_numpy64(out), to_numpy64(ref)
+    if o is None or r is None:
+        ok = o is None and r is None
+        return Result(ok, 0.0, 0.0, "" if ok else f"{name}: expected {'None' if r is None else 'an array'}")
+    if o.shape != r.shape:
+        return Result(False, np.inf, np.inf, f"{name}: shape {o.shape} != reference {r.shape}")
+    if r.size == 0:
+        return Result(True, 0.0, 0.0)
+    nan_r = np.isnan(r)
+    if not np.array_equal(np.isnan(o), nan_r):
+        return Result(False, np.inf, np.inf, f"{name}: NaN where the reference has none (unwritten or wrong)")
+    o, r = np.where(nan_r, 0.0, o), np.where(nan_r, 0.0, r)
+    scale = max(1.0, float(np.sqrt(np.mean(r * r))))
+    err = np.abs(o - r)
+    max_err = float(err.max())
+    rel = float(np.linalg.norm(o - r) / max(np.linalg.norm(r), 1e-30))
+    bad = err > atol * scale + rtol * np.abs(r)
+    norm_ok = np.linalg.norm(o - r) <= rtol * np.linalg.norm(r) + atol * scale * np.sqrt(r.size)
+    ok = not bad.any() and norm_ok
+    msg = "" if ok else f"{name}: max error {max_err:.3g}, relative norm error {rel:.3g}, {int(bad.sum())} elements off"
+    return Result(ok, max_err, rel, msg)
+
+
+def convert_inputs(args, kwargs, backend):
+    """numpy inputs -> the arrays a backend runs on (torch CUDA tensors for cuda)."""
+    if backend == "cpu":
+        return args, kwargs
+    if backend == "cuda":
+        import torch
+
+        def conv(a):
+            if not isinstance(a, np.ndarray):
+                return a
+            if a.dtype == BF16:
+                return torch.from_numpy(a.astype(np.float32)).to("cuda", torch.bfloat16)
+            return torch.from_numpy(np.ascontiguousarray(a)).cuda() if a.flags.c_contiguous else _strided_cuda(a)
+
+        return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
+    raise ValueError(f"no test arrays for backend {backend}")
+
+
+def _strided_cuda(a):
+    import torch
+
+    base = a.base if a.base is not None else a
+    t = torch.from_numpy(np.ascontiguousarray(base)).cuda()
+    return t[..., : a.shape[-1]]
+
+
+def _poisoned_like(r):
+    if r is None:
+        return None
+    mod = type(r).__module__.split(".")[0]
+    if mod == "torch":
+        import torch
+
+        return torch.full_like(r, float("nan")) if r.is_floating_point() else torch.full_like(r, -7)
+    out = np.empty_like(r)
+    out[...] = np.nan if r.dtype.kind == "f" or r.dtype == BF16 else -7
+    return out
+
+
+def check(spec, backend, dtype, shape, case=None, strided=False, seed=0):
+    """Runs ``spec`` on ``backend`` and returns a Result (ok False with a message on mismatch)."""
+    case = case or {}
+    rng = np.random.default_rng(seed)
+    args, kwargs = spec.make_inputs(tuple(shape), dtype, rng, case, strided)
+    ref = _as_tuple(spec.reference(*[to_numpy64(a) if isinstance(a, np.ndarray) else a for a in args], **kwargs))
+    bargs, bkw = convert_inputs(args, kwargs, backend)
+    tol = spec.tolerance(dtype)
+
+    got = _as_tuple(spec.fn(*bargs, **bkw))
+    worst = Result(True, 0.0, 0.0)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        res = compare(g, r, tol, f"output {i}")
+        if not res.ok:
+            return res
+        worst = Result(True, max(worst.max_err, res.max_err), max(worst.rel_err, res.rel_err))
+
+    outs = tuple(_poisoned_like(g) for g in got)
+    back = _as_tuple(spec.fn(*bargs, **bkw, **spec.out_kwargs(outs if len(outs) > 1 else outs[0])))
+    for i, (given, b, r) in enumerate(zip(outs, back, ref)):
+        if given is not None and b is not given:
+            return Result(False, np.inf, np.inf, f"out= output {i}: a different array came back")
+        res = compare(b, r, tol, f"out= output {i}")
+        if not res.ok:
+            return res
+    return worst
