@@ -1,0 +1,5 @@
+"""The MSL simulator: runs shaders/metal/*.metal on the CPU (docs/metal.md)."""
+from .sim import DTYPES, NORM_OPS, NORM_ROLES, Library, NormLibrary, SimError, norm_library, shader_library
+
+__all__ = ["DTYPES", "NORM_OPS", "NORM_ROLES", "Library", "NormLibrary", "SimError",
+           "norm_library", "shader_library"]

@@ -1,0 +1,103 @@
+"""ctypes front end of simulator libraries built by build.py."""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .build import ROOT, build, sanitizing
+
+NORM_OPS = ("rms_norm", "layer_norm", "add_rms_norm", "rms_norm_gated",
+            "rms_norm_vjp", "layer_norm_vjp")               # NormOp order (plans/norm.h)
+NORM_ROLES = ("x", "weight", "bias", "aux", "out", "aux_out", "dweight", "dbias")  # NormRole
+DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}          # DType order (plans/plan.h)
+
+
+class SimError(RuntimeError):
+    """A launch the simulator refused or a kernel bug it caught."""
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    if sanitizing():
+        # libasan arrives through dlopen, after Python's own libraries.
+        opts = os.environ.get("ASAN_OPTIONS", "")
+        os.environ["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0" + (
+            ":" + opts if opts else "")
+    return ctypes.CDLL(str(path))
+
+
+def _ptr(a: np.ndarray | None) -> int:
+    return 0 if a is None else a.__array_interface__["data"][0]
+
+
+def _extent(a: np.ndarray) -> int:
+    """Bytes from a's first element to one past its last."""
+    if a.size == 0:
+        return 0
+    return sum((d - 1) * s for d, s in zip(a.shape, a.strides)) + a.itemsize
+
+
+class Library:
+    def __init__(self, path: Path):
+        self.path = path
+        self.lib = _load(path)
+        self.lib.mtlsim_dispatch.restype = ctypes.c_int
+
+    def dispatch(self, kernel: str, threadgroups, threads, buffers, *, threadgroup_bytes=(),
+                 seed: int = 0, shuffle: bool = False) -> None:
+        """Runs one kernel over numpy buffers bound at [[buffer(i)]] in order."""
+        grid = (ctypes.c_uint * 3)(*threadgroups)
+        tg = (ctypes.c_uint * 3)(*threads)
+        bufs = (ctypes.c_void_p * len(buffers))(*[_ptr(b) for b in buffers])
+        tgb = (ctypes.c_ulonglong * max(1, len(threadgroup_bytes)))(*threadgroup_bytes)
+        err = ctypes.create_string_buffer(1024)
+        rc = self.lib.mtlsim_dispatch(kernel.encode(), grid, tg, bufs, len(buffers), tgb,
+                                      len(threadgroup_bytes), ctypes.c_ulonglong(seed),
+                                      int(shuffle), err, len(err))
+        if rc:
+            raise SimError(err.value.decode())
+
+
+class NormLibrary(Library):
+    def run(self, op: str, arrays: dict, *, eps: float, weight_offset: float = 0.0,
+            group_size: int = 0, seed: int = 0, shuffle: bool = False) -> None:
+        """Runs norm op `op` on 2-D row arrays ([rows, n], last axis contiguous)
+        and 1-D weight-like arrays, keyed by NORM_ROLES names; writes outputs."""
+        x = arrays["x"]
+        rows, n = x.shape
+        strides = (ctypes.c_longlong * 8)()
+        present = (ctypes.c_int * 8)()
+        ptrs = (ctypes.c_void_p * 8)()
+        extents = (ctypes.c_ulonglong * 8)()
+        for i, role in enumerate(NORM_ROLES):
+            a = arrays.get(role)
+            if a is None:
+                continue
+            assert a.dtype == x.dtype and a.shape[-1] == n and (a.strides[-1] == a.itemsize or n <= 1)
+            present[i] = 1
+            ptrs[i] = _ptr(a)
+            extents[i] = _extent(a)
+            strides[i] = a.strides[0] // a.itemsize if a.ndim == 2 else 0
+        err = ctypes.create_string_buffer(1024)
+        rc = self.lib.mtlsim_norm(
+            NORM_OPS.index(op), DTYPES[x.dtype.name], ctypes.c_ulonglong(rows),
+            ctypes.c_ulonglong(n), strides, present, ctypes.c_float(eps),
+            ctypes.c_float(weight_offset), ctypes.c_ulonglong(group_size), ptrs, extents,
+            ctypes.c_ulonglong(seed), int(shuffle), err, len(err))
+        if rc:
+            raise SimError(err.value.decode())
+
+
+def norm_library() -> NormLibrary:
+    shaders = sorted((ROOT / "shaders" / "metal" / "norm").glob("*.metal"))
+    host = [ROOT / "csrc" / "metal" / "plans" / "plan.cpp",
+            ROOT / "csrc" / "metal" / "plans" / "norm.cpp",
+            Path(__file__).resolve().parent / "sim_norm.cpp"]
+    return NormLibrary(build("norm", shaders, host))
+
+
+def shader_library(name: str, metal: Path) -> Library:
+    """A library of one test shader (no launch plans)."""
+    return Library(build(name, [metal], []))
