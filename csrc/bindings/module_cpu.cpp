@@ -4,6 +4,8 @@
 #include "cpu/norm.h"
 #include "cpu/runtime.h"
 
+#include <cstring>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -34,6 +36,20 @@ NB_MODULE(_cpu, m) {
     }
     throw ValueError("isa must be one of 'base', 'avx2', 'avx512', got '" + name + "'");
   }, nb::arg("isa"));
+  // The copy ceiling of `braze bench`: the pool's threads each memcpy one slice.
+  m.def("copy", [](bind::Array src, nb::ndarray<> dst) {
+    size_t n = src.nbytes();
+    if (dst.nbytes() != n) throw ValueError("dst must have as many bytes as src");
+    if (src.device_type() != 1 || dst.device_type() != 1) throw ValueError("copy needs CPU arrays");
+    auto s = static_cast<const char*>(src.data());
+    auto d = static_cast<char*>(dst.data());
+    nb::gil_scoped_release nogil;
+    int64_t parts = cpu::num_threads();
+    cpu::parallel_for(parts, [&](int64_t p, int) {
+      size_t a = n * p / parts, b = n * (p + 1) / parts;
+      std::memcpy(d + a, s + a, b - a);
+    });
+  }, nb::arg("src"), nb::arg("dst"), "Multi-threaded memcpy (the bandwidth ceiling of the CPU benchmarks).");
   m.def("num_threads", &cpu::num_threads);
   m.def("set_num_threads", [](int n) {
     if (n < 1) throw ValueError("n must be >= 1");

@@ -95,6 +95,43 @@ template <> inline void store<F16>(uint16_t* p, vf v) {
 #endif
 }
 
+// Non-temporal store where the address allows it: large outputs then skip the
+// read-for-ownership and do not evict the inputs still being read.
+template <class D> inline void store_nt(typename D::T* p, vf v) {
+#if defined(__AVX512F__)
+  if ((uintptr_t(p) & 63) == 0 && sizeof(typename D::T) == 4) {
+    __m512 r;
+    memcpy(&r, &v, sizeof v);
+    _mm512_stream_ps((float*)p, r);
+    return;
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (sizeof(typename D::T) == 2) {
+    if ((uintptr_t(p) & 31) == 0) {
+      typename D::T tmp[W];
+      store<D>(tmp, v);
+      _mm256_stream_si256((__m256i*)p, _mm256_loadu_si256((const __m256i*)tmp));
+      return;
+    }
+  } else if ((uintptr_t(p) & 31) == 0) {
+    __m256 lo, hi;
+    memcpy(&lo, &v, 32);
+    memcpy(&hi, (char*)&v + 32, 32);
+    _mm256_stream_ps((float*)p, lo);
+    _mm256_stream_ps((float*)p + 8, hi);
+    return;
+  }
+#endif
+  store<D>(p, v);
+}
+
+inline void store_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 // The last, partial vector of a row: n < W elements, the other lanes read as `fill`.
 template <class D> inline vf load_n(const typename D::T* p, int64_t n, float fill = 0.f) {
   typename D::T tmp[W];

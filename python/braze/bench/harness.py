@@ -1,0 +1,243 @@
+"""The benchmark run: ceiling, then every op x shape x dtype for braze and peers."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+
+import numpy as np
+
+from .. import _backends, _spec, testing
+from . import peers as _peers
+from .timing import cpu_time, cuda_latency, cuda_time
+
+DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "metal": "float16"}
+ROTATE_BYTES = {"cpu": 96 << 20, "cuda": 512 << 20}  # inputs rotated past the last-level cache
+
+
+def commit():
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_name(backend):
+    if backend == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name()
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    from .. import _cpu
+
+    return f"{name} ({_cpu.num_threads()} threads, {_cpu.isa()})"
+
+
+def ceiling_gbs(backend):
+    """A large device copy, bytes read + written per second."""
+    if backend == "cuda":
+        import torch
+
+        src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
+        dst = torch.empty_like(src)
+        t = cuda_time(lambda _: dst.copy_(src), [None], min_reps=20)
+        return 2 * src.numel() / t / 1e9
+    from .. import _cpu
+
+    src = np.random.default_rng(0).integers(0, 255, 256 << 20, dtype=np.uint8)
+    dst = np.empty_like(src)
+    t = cpu_time(lambda _: _cpu.copy(src, dst), [None], min_time=0.5, min_reps=10)
+    return 2 * src.nbytes / t / 1e9
+
+
+class Progress:
+    def __init__(self, total, enabled):
+        self.total, self.done, self.enabled = max(total, 1), 0, enabled
+
+    def step(self, label):
+        self.done += 1
+        if self.enabled:
+            n = int(30 * self.done / self.total)
+            sys.stderr.write(f"\r[{'#' * n}{'.' * (30 - n)}] {self.done}/{self.total} {label[:40]:<40}")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def _impls(spec, backend, peer_filter):
+    """(name, callable(args, kwargs)) for braze and each peer usable here."""
+    impls = [("braze", lambda a, k: spec.fn(*a, **k))]
+    have_torch = _importable("torch")
+    if backend == "cpu":
+        impls.append(("numpy", lambda a, k: spec.reference(*a, **k)))
+        if have_torch:
+            impls.append(("torch", _torch_on_cpu(_peers.torch_op(spec))))
+    elif backend == "cuda" and have_torch:
+        import torch
+
+        fn = _peers.torch_op(spec)
+        impls.append(("torch", lambda a, k: fn(*a, **k)))
+        compiled = torch.compile(fn, dynamic=False)
+        impls.append(("torch.compile", lambda a, k: compiled(*a, **k)))
+        lig = _peers.liger_op(spec)
+        if lig is not None and _importable("liger_kernel"):
+            impls.append(("liger", lambda a, k: lig(*a, **k)))
+    return [(n, f) for n, f in impls if peer_filter is None or n == "braze" or n in peer_filter]
+
+
+def _torch_on_cpu(fn):
+    import torch
+
+    def to_t(a):
+        if isinstance(a, np.ndarray):
+            if a.dtype.name == "bfloat16":
+                return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+            return torch.from_numpy(a)
+        return a
+
+    cache = {}
+
+    def run(args, kwargs):
+        key = id(args[0])
+        if key not in cache:  # convert once per input set, outside the timed region
+            cache[key] = (tuple(to_t(a) for a in args), {k: to_t(v) for k, v in kwargs.items()})
+        ta, tk = cache[key]
+        return fn(*ta, **tk)
+
+    run.prepare = lambda args, kwargs: run(args, kwargs)
+    return run
+
+
+def _importable(name):
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _f64(a, backend):
+    """The float64 oracle's inputs, on the device that computes the oracle fastest."""
+    if not isinstance(a, np.ndarray):
+        return a
+    a64 = testing.to_numpy64(a)
+    if backend == "cuda":
+        import torch
+
+        return torch.from_numpy(a64).cuda()
+    return a64
+
+
+def _max_err(result, ref):
+    errs = []
+    for r, o in zip(ref if isinstance(ref, tuple) else (ref,), result if isinstance(result, tuple) else (result,)):
+        if r is None or o is None:
+            continue
+        if type(r).__module__.startswith("torch"):
+            d = (o.double() - r).abs()
+            errs.append(float(d.max()) if d.numel() else 0.0)
+            continue
+        d = np.abs(testing.to_numpy64(o) - testing.to_numpy64(r))
+        errs.append(float(np.nanmax(d)) if d.size else 0.0)
+        if d.size and np.isnan(d).any():
+            return float("nan")
+    return max(errs) if errs else 0.0
+
+
+def select_shapes(spec, full):
+    shapes = []
+    for kind in ("decode", "prefill"):
+        s = spec.bench_shapes.get(kind, [])
+        shapes += [(kind, tuple(x)) for x in (s if full else s[:1])]
+    return shapes
+
+
+def run(family=None, op=None, backend="cpu", dtype=None, full=False, json_path=None, plot=None,
+        progress=True, peers=None, out=sys.stdout):
+    if backend not in _backends.NAMES:
+        raise ValueError(f"backend must be one of {_backends.NAMES}, got {backend!r}")
+    if not _backends.usable(backend):
+        raise RuntimeError(f"backend {backend} is not usable here: {_backends.why_not(backend)}")
+    specs = [s for s in _spec.ops(family) if (op is None or s.name == op) and backend in s.backends]
+    if not specs:
+        raise ValueError(f"no op matches family={family!r} op={op!r} on {backend}")
+    dtypes = list(_spec.FLOAT_DTYPES) if dtype == "all" else [dtype or DEFAULT_DTYPE[backend]]
+    timer = cuda_time if backend == "cuda" else cpu_time
+
+    ceiling = ceiling_gbs(backend)
+    report = {"device": device_name(backend), "backend": backend, "commit": commit(),
+              "ceiling_gbs": round(ceiling, 2), "rows": []}
+    work = [(s, d, k, sh) for s in specs for d in dtypes if d in s.dtypes for k, sh in select_shapes(s, full)]
+    bar = Progress(len(work), progress and sys.stderr.isatty())
+    rng = np.random.default_rng(0)
+    for spec, dt, kind, shape in work:
+        bar.step(f"{spec.name} {shape}")
+        nbytes, flops = spec.cost(shape, dt, {})
+        nsets = int(min(4, max(1, math.ceil(ROTATE_BYTES.get(backend, 0) / max(nbytes, 1)))))
+        host = [spec.make_inputs(shape, dt, rng, {}, False) for _ in range(nsets)]
+        sets = [testing.convert_inputs(a, k, backend) for a, k in host]
+        ref = spec.reference(*[_f64(a, backend) for a in host[0][0]], **host[0][1])
+        for name, impl in _impls(spec, backend, peers):
+            try:
+                if name == "braze" and kind == "prefill":
+                    outs = [spec.out_kwargs(impl(a, k)) for a, k in sets]  # engines reuse their buffers
+                    fn = lambda s, _i=impl: _i(s[0], {**s[1], **s[2]})  # noqa: E731
+                    tsets = [(a, k, o) for (a, k), o in zip(sets, outs)]
+                else:
+                    fn = lambda s, _i=impl: _i(s[0], s[1])  # noqa: E731
+                    tsets = sets
+                err = _max_err(fn(tsets[0]), ref)
+                if backend == "cuda" and kind == "decode":
+                    t = cuda_latency(fn, tsets)
+                else:
+                    t = timer(fn, tsets)
+            except Exception as e:  # a peer that cannot run this case is reported, not fatal
+                if name == "braze":
+                    raise
+                report.setdefault("skipped", []).append(f"{name} {spec.name} {shape}: {type(e).__name__}: {e}")
+                continue
+            gbs = nbytes / t / 1e9
+            report["rows"].append({"op": spec.name, "shape": list(shape), "dtype": dt, "backend": backend,
+                                   "impl": name, "ms": round(t * 1e3, 5), "gbs": round(gbs, 2),
+                                   "pct_ceiling": round(100 * gbs / ceiling, 1), "max_err": err,
+                                   "kind": kind, "flops": flops, "bytes": nbytes})
+    bar.close()
+    print_table(report, out)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(report, f, indent=1)
+    if plot:
+        from .plot import roofline
+
+        roofline(report, plot)
+    return report
+
+
+def print_table(report, out=sys.stdout):
+    out.write(f"device: {report['device']}  backend: {report['backend']}  commit: {report['commit']}\n")
+    out.write(f"copy ceiling: {report['ceiling_gbs']:.1f} GB/s (bytes read + written)\n\n")
+    hdr = f"{'op':<16} {'shape':<14} {'dtype':<9} {'impl':<14} {'time':>11} {'GB/s':>8} {'%ceil':>6} {'max_err':>9}"
+    out.write(hdr + "\n" + "-" * len(hdr) + "\n")
+    for r in report["rows"]:
+        t = r["ms"]
+        ts = f"{t * 1e3:.1f} us" if t < 1 else f"{t:.3f} ms"
+        out.write(f"{r['op']:<16} {'x'.join(map(str, r['shape'])):<14} {r['dtype']:<9} {r['impl']:<14} {ts:>11} "
+                  f"{r['gbs']:>8.1f} {r['pct_ceiling']:>6.1f} {r['max_err']:>9.2g}\n")
+    for s in report.get("skipped", []):
+        out.write(f"skipped: {s}\n")
