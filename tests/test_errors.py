@@ -1,0 +1,141 @@
+"""Bad input -> a clear TypeError / ValueError naming the argument, and nothing written."""
+import numpy as np
+import pytest
+
+import braze
+from braze import norm
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(4, 64)).astype(np.float32)
+W = rng.normal(size=64).astype(np.float32)
+
+
+def fresh_out(shape=(4, 64), dtype=np.float32):
+    return np.full(shape, 7.0, dtype)
+
+
+def raises(exc, match, fn, *outs):
+    """fn must raise exc matching `match`, and every out must still hold 7.0."""
+    with pytest.raises(exc, match=match):
+        fn()
+    for o in outs:
+        assert np.all(o == 7.0), "output written before the error"
+
+
+def test_x_not_an_array():
+    raises(TypeError, "x must be an array", lambda: norm.rms_norm([[1.0, 2.0]]))
+
+
+def test_weight_not_an_array():
+    raises(TypeError, "weight must be an array", lambda: norm.rms_norm(X, [1.0] * 64))
+
+
+def test_x_integer_dtype():
+    o = fresh_out()
+    raises(TypeError, "x must be float32, float16 or bfloat16, got int32",
+           lambda: norm.rms_norm(X.astype(np.int32), None, out=o.astype(np.int32)))
+
+
+def test_x_float64_rejected():
+    raises(TypeError, "x must be float32, float16 or bfloat16, got float64", lambda: norm.rms_norm(X.astype(np.float64)))
+
+
+def test_weight_dtype_mismatch():
+    o = fresh_out()
+    raises(TypeError, "weight must be float32, got float16", lambda: norm.rms_norm(X, W.astype(np.float16), out=o), o)
+
+
+def test_weight_wrong_length():
+    o = fresh_out()
+    raises(ValueError, r"weight must have shape \(64,\)", lambda: norm.rms_norm(X, W[:63], out=o), o)
+
+
+def test_out_wrong_shape():
+    o = fresh_out((4, 63))
+    raises(ValueError, r"out must have shape \(4, 64\)", lambda: norm.rms_norm(X, W, out=o), o)
+
+
+def test_out_wrong_dtype():
+    o = fresh_out(dtype=np.float16)
+    raises(TypeError, "out must be float32, got float16", lambda: norm.rms_norm(X, W, out=o), o)
+
+
+def test_out_read_only():
+    o = fresh_out()
+    o.flags.writeable = False
+    raises(ValueError, "out is read-only", lambda: norm.rms_norm(X, W, out=o), o)
+
+
+def test_last_axis_not_contiguous():
+    x = rng.normal(size=(4, 128)).astype(np.float32)[:, ::2]
+    o = fresh_out()
+    raises(ValueError, "x: the last axis must be contiguous", lambda: norm.rms_norm(x, W, out=o), o)
+
+
+def test_leading_axes_not_rows():
+    x = np.ascontiguousarray(rng.normal(size=(3, 4, 64)).astype(np.float32).transpose(1, 0, 2))
+    x = x.transpose(1, 0, 2)  # strides no longer form one row sequence
+    o = fresh_out((3, 4, 64))
+    raises(ValueError, "x: the leading axes", lambda: norm.rms_norm(x, W, out=o), o)
+
+
+def test_out_aliases_x():
+    x = X.copy()
+    raises(ValueError, "out overlaps x", lambda: norm.rms_norm(x, W, out=x))
+
+
+def test_residual_shape_mismatch():
+    o, h = fresh_out(), fresh_out()
+    raises(ValueError, r"residual must have shape \(4, 64\)",
+           lambda: norm.add_rms_norm(X, X[:3].copy(), W, out=o, residual_out=h), o, h)
+
+
+def test_residual_out_overlapping_x():
+    x, r, o = X.copy(), X.copy(), fresh_out()
+    raises(ValueError, "residual_out overlaps x", lambda: norm.add_rms_norm(x, r, W, out=o, residual_out=x), o)
+
+
+def test_group_size_not_dividing():
+    o = fresh_out()
+    raises(ValueError, "group_size must divide", lambda: norm.rms_norm_gated(X, X, W, group_size=48, out=o), o)
+
+
+def test_group_size_not_positive():
+    raises(ValueError, "group_size must be positive", lambda: norm.rms_norm_gated(X, X, W, group_size=0))
+
+
+def test_eps_negative():
+    o = fresh_out()
+    raises(ValueError, "eps must be a finite number >= 0", lambda: norm.rms_norm(X, W, eps=-1.0, out=o), o)
+
+
+def test_eps_not_a_number():
+    raises(TypeError, "eps must be a real number", lambda: norm.rms_norm(X, W, eps="1e-6"))
+
+
+def test_vjp_out_not_a_tuple():
+    raises(TypeError, "out must be a tuple of 2 arrays", lambda: norm.rms_norm_vjp(X, W, X, out=fresh_out()))
+
+
+def test_vjp_dy_shape():
+    dx, dw = fresh_out(), np.full(64, 7.0, np.float32)
+    raises(ValueError, r"dy must have shape \(4, 64\)", lambda: norm.rms_norm_vjp(X, W, X[:2], out=(dx, dw)), dx, dw)
+
+
+def test_too_many_axes():
+    x = np.ones((1,) * 9 + (4,), np.float32)
+    raises(ValueError, "at most 8 are supported", lambda: norm.rms_norm(x))
+
+
+def test_torch_mixed_dtype():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 64)
+    o = torch.full((4, 64), 7.0)
+    with pytest.raises(TypeError, match="weight must be float32, got bfloat16"):
+        norm.rms_norm(x, torch.ones(64, dtype=torch.bfloat16), out=o)
+    assert bool((o == 7.0).all())
+
+
+def test_cpu_isa_name_checked():
+    with pytest.raises(ValueError, match="isa must be one of"):
+        braze._cpu.set_isa("sse9")
