@@ -28,7 +28,7 @@ namespace {
 
 constexpr unsigned kSimdWidth = 32;
 constexpr std::size_t kMaxThreadgroupMemory = 32768;  // Apple GPU limit
-constexpr std::size_t kStackSize = MTLSIM_ASAN ? (512u << 10) : (128u << 10);
+constexpr std::size_t kStackSize = MTLSIM_ASAN ? (256u << 10) : (64u << 10);
 
 enum class State { ready, at_barrier, at_simd, done };
 
@@ -103,6 +103,25 @@ void resume(Fiber* f) {
   __sanitizer_finish_switch_fiber(g->sched_fake, nullptr, nullptr);
 #endif
   g->cur = nullptr;
+}
+
+constexpr std::size_t kGuard = 4096;
+
+// Fiber stacks, kept for the life of the process: one guard page (overflow
+// faults instead of corrupting) below each stack.
+char* stack_pool(unsigned nthreads) {
+  static char* pool = nullptr;
+  static unsigned have = 0;
+  if (nthreads <= have) return pool;
+  const std::size_t per = kStackSize + kGuard;
+  void* m = mmap(nullptr, per * nthreads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  char* p = static_cast<char*>(m);
+  for (unsigned i = 0; i < nthreads; ++i) mprotect(p + i * per, kGuard, PROT_NONE);
+  if (pool) munmap(pool, per * have);
+  pool = p;
+  have = nthreads;
+  return pool;
 }
 
 std::string thread_name(const Fiber& f) { return "thread " + std::to_string(f.index); }
@@ -252,20 +271,13 @@ std::string dispatch(const std::string& kernel, const unsigned grid[3], const un
   for (std::size_t o : offsets) launch.tg_args.push_back(launch.arena.data() + o);
   std::string err;
   if (dyn > kMaxThreadgroupMemory) err = "threadgroup memory exceeds 32 KiB";
-  const std::size_t map_bytes = std::size_t(nthreads) * (kStackSize + 4096);
-  char* stacks = nullptr;
-  if (err.empty()) {
-    void* m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) err = "cannot map fiber stacks";
-    else stacks = static_cast<char*>(m);
-  }
+  char* stacks = err.empty() ? stack_pool(nthreads) : nullptr;
+  if (err.empty() && !stacks) err = "cannot map fiber stacks";
   std::vector<std::uint64_t> groups;
   if (err.empty()) {
     launch.fibers.resize(nthreads);
     for (unsigned i = 0; i < nthreads; ++i) {
-      char* base = stacks + std::size_t(i) * (kStackSize + 4096);
-      mprotect(base, 4096, PROT_NONE);  // guard page: overflow faults instead of corrupting
-      launch.fibers[i].stack = base + 4096;
+      launch.fibers[i].stack = stacks + std::size_t(i) * (kStackSize + kGuard) + kGuard;
       launch.fibers[i].index = i;
     }
     for (std::uint64_t z = 0; z < grid[2]; ++z)
@@ -302,12 +314,10 @@ std::string dispatch(const std::string& kernel, const unsigned grid[3], const un
     if (!launch.error.empty()) break;
   }
   if (err.empty()) err = launch.error;
-  if (stacks) {
 #if MTLSIM_ASAN
-    __asan_unpoison_memory_region(stacks, map_bytes);  // frames of abandoned fibers
+  for (const Fiber& f : launch.fibers)  // frames of fibers abandoned on an error
+    if (f.state != State::done) __asan_unpoison_memory_region(f.stack, kStackSize);
 #endif
-    munmap(stacks, map_bytes);
-  }
   g = saved;
   return err;
 }

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +20,34 @@ class SimError(RuntimeError):
     """A launch the simulator refused or a kernel bug it caught."""
 
 
+def asan_loaded() -> bool:
+    with open("/proc/self/maps") as f:
+        return "libasan" in f.read()
+
+
+def needs_relaunch() -> bool:
+    """MTLSIM_SANITIZE is set but this process lacks the ASan runtime.
+
+    ASan must be the first library of a process: a sanitized simulator loaded
+    by dlopen into a plain Python mixes allocators. Tests then rerun
+    themselves in a child started with sanitizer_env()."""
+    return sanitizing() and not asan_loaded()
+
+
+def sanitizer_env() -> dict:
+    lib = subprocess.run(["g++", "-print-file-name=libasan.so"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ, LD_PRELOAD=lib, MTLSIM_SANITIZE="1")
+    env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1" + (
+        ":" + env["ASAN_OPTIONS"] if env.get("ASAN_OPTIONS") else "")
+    env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    return env
+
+
 def _load(path: Path) -> ctypes.CDLL:
-    if sanitizing():
-        # libasan arrives through dlopen, after Python's own libraries.
-        opts = os.environ.get("ASAN_OPTIONS", "")
-        os.environ["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0" + (
-            ":" + opts if opts else "")
+    if needs_relaunch():
+        raise SimError("MTLSIM_SANITIZE=1 needs the ASan runtime preloaded: run under "
+                       "sim.sanitizer_env()")
     return ctypes.CDLL(str(path))
 
 
@@ -75,7 +98,7 @@ class NormLibrary(Library):
             a = arrays.get(role)
             if a is None:
                 continue
-            assert a.dtype == x.dtype and a.shape[-1] == n and (a.strides[-1] == a.itemsize or n <= 1)
+            assert a.dtype == x.dtype and a.shape[-1] == n and (a.strides[-1] == a.itemsize or n <= 1 or a.size == 0)
             present[i] = 1
             ptrs[i] = _ptr(a)
             extents[i] = _extent(a)

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,12 +60,8 @@ const char* const kRoleNames[kNormRoles] = {"x",   "weight",       "bias",    "a
 
 std::string run(const NormArgs& a, void* const* ptrs, const std::uint64_t* extents,
                 std::uint64_t seed, bool shuffle) {
-  Plan plan;
-  try {
-    plan = plan_norm(a);
-  } catch (const std::invalid_argument& e) {
-    return std::string("plan: ") + e.what();
-  }
+  const Plan plan = plan_norm(a);
+  if (!plan.error.empty()) return "plan: " + plan.error;
   std::vector<Shadow> shadows;
   std::map<void*, std::size_t> by_ptr;
   int role_shadow[kNormRoles];

@@ -1,7 +1,6 @@
 #include "norm.h"
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
 #include "norm/norm_params.h"
@@ -15,10 +14,6 @@ constexpr std::uint32_t kMaxBlocks = 256;
 constexpr std::uint32_t kReduceThreads = 256;
 
 bool is_vjp(NormOp op) { return op == NormOp::rms_norm_vjp || op == NormOp::layer_norm_vjp; }
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument(what);
-}
 
 // Threads for a segment of `len` elements: enough for NORM_REG_ELEMS each,
 // a whole number of simdgroups, at most NORM_MAX_THREADS (then looped).
@@ -36,36 +31,41 @@ std::string kernel_name(const char* op, bool looped, DType t) {
 
 BufferRef role(int r) { return BufferRef{r, -1, 0}; }
 
-void validate(const NormArgs& a) {
+// "" or why no kernel handles `a`.
+std::string validate(const NormArgs& a) {
   const NormOp op = a.op;
   const bool vjp = is_vjp(op);
-  require(a.present[kNormX], "x is required");
-  require(a.present[kNormOut], vjp ? "dx is required" : "out is required");
+  if (!a.present[kNormX]) return "x is required";
+  if (!a.present[kNormOut]) return vjp ? "dx is required" : "out is required";
   const bool needs_aux = op == NormOp::add_rms_norm || op == NormOp::rms_norm_gated || vjp;
-  require(a.present[kNormAux] == needs_aux,
-          op == NormOp::add_rms_norm ? "residual is required"
-          : op == NormOp::rms_norm_gated ? "gate is required"
-          : vjp ? "dy is required" : "unexpected auxiliary input");
-  require(a.present[kNormAuxOut] == (op == NormOp::add_rms_norm), "residual_out mismatch");
-  require(!a.present[kNormBias] || op == NormOp::layer_norm || op == NormOp::layer_norm_vjp,
-          "bias is only taken by layer_norm");
-  require(!a.present[kNormDWeight] || (vjp && a.present[kNormWeight]),
-          "dweight needs a VJP with a weight");
-  require(!a.present[kNormDBias] || (op == NormOp::layer_norm_vjp && a.present[kNormBias]),
-          "dbias needs layer_norm_vjp with a bias");
-  require(a.n <= kU32, "row length exceeds 2^32 - 1");
-  require(a.rows <= kU32, "row count exceeds 2^32 - 1");
-  require(a.eps >= 0.0f, "eps must be >= 0");
+  if (a.present[kNormAux] != needs_aux) {
+    return op == NormOp::add_rms_norm     ? "residual is required"
+           : op == NormOp::rms_norm_gated ? "gate is required"
+           : vjp                          ? "dy is required"
+                                          : "unexpected auxiliary input";
+  }
+  if (a.present[kNormAuxOut] != (op == NormOp::add_rms_norm)) return "residual_out mismatch";
+  if (a.present[kNormBias] && op != NormOp::layer_norm && op != NormOp::layer_norm_vjp)
+    return "bias is only taken by layer_norm";
+  if (a.present[kNormDWeight] && !(vjp && a.present[kNormWeight]))
+    return "dweight needs a VJP with a weight";
+  if (a.present[kNormDBias] && !(op == NormOp::layer_norm_vjp && a.present[kNormBias]))
+    return "dbias needs layer_norm_vjp with a bias";
+  if (a.n > kU32) return "row length exceeds 2^32 - 1";
+  if (a.rows > kU32) return "row count exceeds 2^32 - 1";
+  if (!(a.eps >= 0.0f)) return "eps must be >= 0";
   for (int r = 0; r < kNormRoles; ++r) {
     if (!a.present[r] || !norm_role_is_row(r) || a.rows <= 1) continue;
-    require(a.row_stride[r] >= 0 && std::uint64_t(a.row_stride[r]) <= kU32,
-            "row stride out of range");
+    if (a.row_stride[r] < 0 || std::uint64_t(a.row_stride[r]) > kU32)
+      return "row stride out of range";
     const bool output = r == kNormOut || r == kNormAuxOut;
-    require(!output || std::uint64_t(a.row_stride[r]) >= a.n, "output rows overlap");
+    if (output && std::uint64_t(a.row_stride[r]) < a.n) return "output rows overlap";
   }
   if (op == NormOp::rms_norm_gated && a.group_size != 0) {
-    require(a.n % a.group_size == 0, "group_size must divide the row length");
+    if (a.n % a.group_size != 0) return "group_size must divide the row length";
+    if (a.rows * (a.n / a.group_size) > kU32) return "too many row segments";
   }
+  return "";
 }
 
 std::uint32_t stride(const NormArgs& a, int r) {
@@ -101,7 +101,6 @@ Plan plan_forward(const NormArgs& a) {
     p.segments = std::uint32_t(a.n / a.group_size);
     p.n = std::uint32_t(a.group_size);
   }
-  require(a.rows * p.segments <= kU32, "too many row segments");
   Dispatch d;
   bool looped = false;
   d.threads[0] = threads_for(p.n, &looped);
@@ -175,7 +174,12 @@ bool norm_role_is_row(int role) {
 }
 
 Plan plan_norm(const NormArgs& a) {
-  validate(a);
+  std::string error = validate(a);
+  if (!error.empty()) {
+    Plan plan;
+    plan.error = error;
+    return plan;
+  }
   return is_vjp(a.op) ? plan_vjp(a) : plan_forward(a);
 }
 

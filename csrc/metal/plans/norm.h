@@ -43,7 +43,7 @@ struct NormArgs {
   std::uint64_t group_size = 0;  // rms_norm_gated; 0 = whole row
 };
 
-// Throws std::invalid_argument for arguments no kernel handles.
+// Plan::error is set (and nothing planned) for arguments no kernel handles.
 Plan plan_norm(const NormArgs& a);
 
 }  // namespace braze::metal

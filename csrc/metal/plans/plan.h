@@ -34,10 +34,12 @@ struct Dispatch {
   std::vector<std::uint8_t> params;
 };
 
+// Plans never throw (the simulator and the executor both report `error`).
 // Dispatches run in order, each seeing the previous ones' writes (one serial
 // compute encoder). Scratch buffers are private to the call; their contents
 // on entry are undefined.
 struct Plan {
+  std::string error;  // non-empty: the arguments were rejected; run nothing
   std::vector<std::uint64_t> scratch_bytes;
   std::vector<Dispatch> dispatches;
 };
