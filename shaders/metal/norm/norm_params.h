@@ -5,8 +5,8 @@
 #ifdef __METAL_VERSION__
 typedef uint norm_u32;
 #else
-#include <cstdint>
-typedef std::uint32_t norm_u32;
+typedef unsigned int norm_u32;  // 32 bits on every host the plans build for
+static_assert(sizeof(norm_u32) == 4, "norm_u32 must be 32 bits");
 #endif
 
 // Elements each thread keeps in registers in the one-pass form; segments
