@@ -1,0 +1,83 @@
+#include "cuda/runtime.cuh"
+#include "cuda/runtime.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+
+namespace braze::cuda {
+
+std::pair<bool, std::string> device_status() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (e == cudaErrorInsufficientDriver) {
+      void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+      if (!lib) lib = dlopen("libcuda.so.1", RTLD_LAZY);
+      if (!lib) return {false, "no CUDA driver (libcuda.so.1 not found)"};
+      return {false, "the CUDA driver is older than this build's CUDA runtime (" +
+                         std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                         ") needs"};
+    }
+    if (e == cudaErrorNoDevice) return {false, "no CUDA device"};
+    return {false, std::string("CUDA is not usable here: ") + cudaGetErrorString(e)};
+  }
+  if (n == 0) return {false, "no CUDA device"};
+  std::string found;
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+    if (prop.major >= 8) return {true, ""};
+    found += (found.empty() ? "" : ", ") + std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  }
+  cudaGetLastError();
+  return {false, "braze's CUDA kernels need compute capability 8.0 or newer; found " + found};
+}
+
+int sm_count(int device) {
+  static std::atomic<int> cache[64];
+  if (device >= 0 && device < 64) {
+    int v = cache[device].load(std::memory_order_relaxed);
+    if (v > 0) return v;
+  }
+  int v = 0;
+  check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  if (device >= 0 && device < 64) cache[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+Scratch workspace(int device, cudaStream_t stream, size_t bytes) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &cap), "cudaStreamIsCapturing");
+  if (cap != cudaStreamCaptureStatusNone) {
+    Scratch s;
+    check(cudaMallocAsync(&s.ptr, bytes, stream), "cudaMallocAsync (VJP workspace, captured)");
+    s.per_call = true;
+    return s;
+  }
+  struct Buf {
+    void* ptr = nullptr;
+    size_t size = 0;
+  };
+  static std::mutex mu;
+  static std::map<std::pair<int, uintptr_t>, Buf> bufs;  // kept for the life of the process
+  std::lock_guard<std::mutex> lock(mu);
+  Buf& b = bufs[{device, reinterpret_cast<uintptr_t>(stream)}];
+  if (b.size < bytes) {
+    const size_t want = bytes + bytes / 2;  // headroom, so that nearby shapes do not regrow it
+    if (b.ptr) check(cudaFreeAsync(b.ptr, stream), "cudaFreeAsync (VJP workspace)");
+    b = Buf{};
+    check(cudaMallocAsync(&b.ptr, want, stream), "cudaMallocAsync (VJP workspace)");
+    b.size = want;
+  }
+  return Scratch{b.ptr, false};
+}
+
+void release(const Scratch& s, cudaStream_t stream) {
+  if (s.per_call && s.ptr) check(cudaFreeAsync(s.ptr, stream), "cudaFreeAsync (VJP workspace, captured)");
+}
+
+}  // namespace braze::cuda

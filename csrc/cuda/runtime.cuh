@@ -1,0 +1,63 @@
+// Host-side helpers of the CUDA launchers: errors -> Python exceptions, the
+// device of the arrays made current for the scope of a call, cached device
+// attributes, and the per-(device, stream) workspace of the VJPs.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace braze::cuda {
+
+// Raised as RuntimeError in Python (nanobind maps std::runtime_error).
+[[noreturn]] inline void fail(const char* what, cudaError_t e) {
+  throw std::runtime_error(std::string("braze CUDA backend: ") + what + ": " + cudaGetErrorName(e) + " (" +
+                           cudaGetErrorString(e) + ")");
+}
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail(what, e);
+}
+// After a launch: a bad configuration or a missing kernel image shows here.
+// Clears the sticky-free error state it reads; never synchronizes.
+inline void check_launch(const char* op) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) fail(op, e);
+}
+
+// Makes `device` current and restores the caller's device on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check(cudaGetDevice(&prev_), "cudaGetDevice");
+    if (prev_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+    else prev_ = -1;
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
+
+// Multiprocessors of `device` (queried once per device).
+int sm_count(int device);
+
+// Scratch memory of at least `bytes` bytes for work on `stream` of `device`
+// (the current device). Outside graph capture: one buffer per (device,
+// stream), kept between calls and regrown only when a call needs more; only
+// work on that stream touches it, so no synchronization is needed, and growth
+// is stream-ordered (cudaFreeAsync + cudaMallocAsync on that stream). During
+// capture: a buffer allocated and freed inside the graph (memory nodes), which
+// release() frees after the last kernel that uses it.
+struct Scratch {
+  void* ptr = nullptr;
+  bool per_call = false;
+};
+Scratch workspace(int device, cudaStream_t stream, size_t bytes);
+void release(const Scratch& s, cudaStream_t stream);
+
+}  // namespace braze::cuda
