@@ -87,50 +87,50 @@ Tensor T(const char* name, const OptArray& a, bool bf16) { return bind::tensor(n
 
 NB_MODULE(_metal, m) {
   bind::register_exceptions(m);
-  m.def("rms_norm", [](Array x, OptArray w, Array out, double eps, double w_offset, bool bf16) {
+  m.def("rms_norm", [](Array x, OptArray w, Array out, double eps, double w_offset, bool bf16, uintptr_t /*stream*/) {
     Tensor tx = T("x", x, bf16), tw = T("weight", w, bf16), to = T("out", out, bf16);
     require_metal_devices({&tx, &tw, &to});
     run(norm::prepare_rms_norm(tx, tw, to, eps, w_offset));
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("out"), nb::arg("eps"),
-     nb::arg("weight_offset"), nb::arg("bf16") = false);
+     nb::arg("weight_offset"), nb::arg("bf16") = false, nb::arg("stream") = 0);
 
-  m.def("layer_norm", [](Array x, OptArray w, OptArray b, Array out, double eps, bool bf16) {
+  m.def("layer_norm", [](Array x, OptArray w, OptArray b, Array out, double eps, bool bf16, uintptr_t /*stream*/) {
     Tensor tx = T("x", x, bf16), tw = T("weight", w, bf16), tb = T("bias", b, bf16),
            to = T("out", out, bf16);
     require_metal_devices({&tx, &tw, &tb, &to});
     run(norm::prepare_layer_norm(tx, tw, tb, to, eps));
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("out"),
-     nb::arg("eps"), nb::arg("bf16") = false);
+     nb::arg("eps"), nb::arg("bf16") = false, nb::arg("stream") = 0);
 
   m.def("add_rms_norm", [](Array x, Array res, OptArray w, Array out, Array res_out, double eps,
-                           double w_offset, bool bf16) {
+                           double w_offset, bool bf16, uintptr_t /*stream*/) {
     Tensor tx = T("x", x, bf16), tr = T("residual", res, bf16), tw = T("weight", w, bf16),
            to = T("out", out, bf16), th = T("residual_out", res_out, bf16);
     require_metal_devices({&tx, &tr, &tw, &to, &th});
     run(norm::prepare_add_rms_norm(tx, tr, tw, to, th, eps, w_offset));
   }, nb::arg("x"), nb::arg("residual"), nb::arg("weight").none(), nb::arg("out"),
-     nb::arg("residual_out"), nb::arg("eps"), nb::arg("weight_offset"), nb::arg("bf16") = false);
+     nb::arg("residual_out"), nb::arg("eps"), nb::arg("weight_offset"), nb::arg("bf16") = false, nb::arg("stream") = 0);
 
   m.def("rms_norm_gated", [](Array x, Array gate, OptArray w, Array out, double eps,
-                             int64_t group_size, bool bf16) {
+                             int64_t group_size, bool bf16, uintptr_t /*stream*/) {
     Tensor tx = T("x", x, bf16), tg = T("gate", gate, bf16), tw = T("weight", w, bf16),
            to = T("out", out, bf16);
     require_metal_devices({&tx, &tg, &tw, &to});
     run(norm::prepare_rms_norm_gated(tx, tg, tw, to, eps, group_size));
   }, nb::arg("x"), nb::arg("gate"), nb::arg("weight").none(), nb::arg("out"), nb::arg("eps"),
-     nb::arg("group_size"), nb::arg("bf16") = false);
+     nb::arg("group_size"), nb::arg("bf16") = false, nb::arg("stream") = 0);
 
   m.def("rms_norm_vjp", [](Array x, OptArray w, Array dy, Array dx, OptArray dw, double eps,
-                           double w_offset, bool bf16) {
+                           double w_offset, bool bf16, uintptr_t /*stream*/) {
     Tensor tx = T("x", x, bf16), tw = T("weight", w, bf16), tdy = T("dy", dy, bf16),
            tdx = T("dx", dx, bf16), tdw = T("dweight", dw, bf16);
     require_metal_devices({&tx, &tw, &tdy, &tdx, &tdw});
     run(norm::prepare_rms_norm_vjp(tx, tw, tdy, tdx, tdw, eps, w_offset));
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("dy"), nb::arg("dx"),
-     nb::arg("dweight").none(), nb::arg("eps"), nb::arg("weight_offset"), nb::arg("bf16") = false);
+     nb::arg("dweight").none(), nb::arg("eps"), nb::arg("weight_offset"), nb::arg("bf16") = false, nb::arg("stream") = 0);
 
   m.def("layer_norm_vjp", [](Array x, OptArray w, OptArray b, Array dy, Array dx, OptArray dw,
-                             OptArray db, double eps, bool bf16) {
+                             OptArray db, double eps, bool bf16, uintptr_t /*stream*/) {
     Tensor tx = T("x", x, bf16), tw = T("weight", w, bf16), tb = T("bias", b, bf16),
            tdy = T("dy", dy, bf16), tdx = T("dx", dx, bf16), tdw = T("dweight", dw, bf16),
            tdb = T("dbias", db, bf16);
@@ -138,7 +138,7 @@ NB_MODULE(_metal, m) {
     run(norm::prepare_layer_norm_vjp(tx, tw, tb, tdy, tdx, tdw, tdb, eps));
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("dy"),
      nb::arg("dx"), nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("eps"),
-     nb::arg("bf16") = false);
+     nb::arg("bf16") = false, nb::arg("stream") = 0);
 
   m.def("library_path", &metal::library_path, "Where braze.metallib was loaded from.");
 }
