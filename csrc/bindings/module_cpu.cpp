@@ -1,7 +1,9 @@
 // braze._cpu: the native CPU backend (always built).
 #include "bindings/exceptions.h"
 #include "bindings/norm.h"
+#include "bindings/rope.h"
 #include "cpu/norm.h"
+#include "cpu/rope.h"
 #include "cpu/runtime.h"
 
 #include <cstring>
@@ -17,6 +19,7 @@ static void norm_launch(const norm::Args& a, uintptr_t) { cpu::norm_run(a); }
 NB_MODULE(_cpu, m) {
   bind::register_exceptions(m);
   bind::bind_norm(m, norm_launch, Device::cpu, "cpu");
+  bind::bind_rope(m, [](const rope::Args& a, uintptr_t) { cpu::rope_run(a); }, Device::cpu, "cpu");
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");

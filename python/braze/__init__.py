@@ -7,5 +7,6 @@ caller's device, without copies.
 __version__ = "0.1.0"
 
 from . import norm  # noqa: E402
+from . import rope  # noqa: E402
 
 __all__ = ["norm", "__version__"]
