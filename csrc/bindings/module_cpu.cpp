@@ -2,9 +2,11 @@
 #include "bindings/exceptions.h"
 #include "bindings/norm.h"
 #include "bindings/rope.h"
+#include "bindings/sampling.h"
 #include "cpu/norm.h"
 #include "cpu/rope.h"
 #include "cpu/runtime.h"
+#include "cpu/sampling.h"
 
 #include <cstring>
 
@@ -20,6 +22,7 @@ NB_MODULE(_cpu, m) {
   bind::register_exceptions(m);
   bind::bind_norm(m, norm_launch, Device::cpu, "cpu");
   bind::bind_rope(m, [](const rope::Args& a, uintptr_t) { cpu::rope_run(a); }, Device::cpu, "cpu");
+  bind::bind_sampling(m, [](const sampling::Args& a, uintptr_t) { cpu::sampling_run(a); }, Device::cpu, "cpu");
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");

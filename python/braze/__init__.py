@@ -8,5 +8,6 @@ __version__ = "0.1.0"
 
 from . import norm  # noqa: E402
 from . import rope  # noqa: E402
+from . import sampling  # noqa: E402
 
 __all__ = ["norm", "__version__"]

@@ -1,0 +1,422 @@
+// Sampling family on the CPU. Rows are split over the thread pool.
+//
+// softmax & co: pass 1 reads the row once in L1-sized chunks, taking each
+// chunk's max and then its sum of exp against the running max (one rescale
+// per chunk, not per element); pass 2 re-reads the row (from L2) and writes.
+//
+// Thresholds (top-k, top-p) are found without sorting: a radix select over
+// the order-preserving integer keys of the float logits, 11 + 11 + 10 bits,
+// with a histogram of counts (top-k) or of probability mass (top-p) per
+// digit; only the first digit reads the whole row, the later ones read the
+// bucket that holds the threshold. sample then draws by inverse CDF over the
+// kept tokens in index order, with the row's Philox uniform.
+#include "cpu/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/philox.h"
+#include "cpu/simd.h"
+
+namespace braze::cpu::BRAZE_ISA {
+namespace {
+
+using sampling::Args;
+using sampling::Op;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kChunk = 2048;
+
+template <class F> inline void lanes(int64_t n, F body) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) body(i, int64_t(W));
+  if (i < n) body(i, n - i);
+}
+template <class D> inline vf ld(const typename D::T* p, int64_t i, int64_t c, float fill = 0.f) {
+  return c == W ? load<D>(p + i) : load_n<D>(p + i, c, fill);
+}
+template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) {
+  if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
+}
+inline bool any(vi m) {
+  for (int i = 0; i < W; ++i)
+    if (m[i]) return true;
+  return false;
+}
+
+// ---------------------------------------------------------------- row statistics
+// The raw row max m and s = sum(exp((x - m) * inv_t)), with NaN propagated to
+// s. (x - m) * inv_t is exactly 0 at the max, whatever the FMA contraction.
+struct Stats {
+  float m, s;
+  float m_safe() const { return m == -kInf ? 0.f : m; }  // a row of -inf: s = 0, softmax = 0/0
+};
+
+template <class D> Stats row_stats(const typename D::T* x, int64_t n, float inv_t) {
+  float m = -kInf, s = 0.f;
+  bool nan = false;
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - c0);
+    const auto* xc = x + c0;
+    vf mv = splat(-kInf);
+    lanes(len, [&](int64_t i, int64_t c) { mv = vmax(mv, ld<D>(xc, i, c, -kInf)); });
+    const float cm = hmax(mv);
+    if (cm > m) {
+      s *= std::exp((m - cm) * inv_t);
+      m = cm;
+    }
+    if (m == -kInf) {  // only -inf (or NaN) so far: nothing to add, but NaN must stick
+      lanes(len, [&](int64_t i, int64_t c) { vf v = ld<D>(xc, i, c); nan |= any(v != v); });
+      continue;
+    }
+    vf acc0{}, acc1{}, mm = splat(m), it = splat(inv_t);
+    int64_t i = 0;
+    for (; i + 2 * W <= len; i += 2 * W) {
+      acc0 += vexp((load<D>(xc + i) - mm) * it);
+      acc1 += vexp((load<D>(xc + i + W) - mm) * it);
+    }
+    lanes(len - i, [&](int64_t j, int64_t c) { acc0 += vexp((ld<D>(xc + i, j, c, -kInf) - mm) * it); });
+    s += hsum(acc0 + acc1);
+  }
+  if (nan) s = std::numeric_limits<float>::quiet_NaN();
+  return {m, s};
+}
+
+// softmax: pass 1 writes e = exp((x - m_chunk) / T) against the running max
+// of each chunk (one exp per element); pass 2 rescales each chunk by
+// exp((m_chunk - m) / T) / s, reading the row back from cache.
+template <class D> void softmax_row(const typename D::T* x, float* y, int64_t n, float inv_t) {
+  float m = -kInf, s = 0.f;
+  bool nan = false;
+  float chunk_max[64];  // rows longer than 64 chunks take the two-exp path of row_stats
+  const vf it = splat(inv_t);
+  for (int64_t c0 = 0, ci = 0; c0 < n; c0 += kChunk, ++ci) {
+    const int64_t len = std::min(kChunk, n - c0);
+    const auto* xc = x + c0;
+    float* yc = y + c0;
+    vf mv = splat(-kInf);
+    lanes(len, [&](int64_t i, int64_t c) { mv = vmax(mv, ld<D>(xc, i, c, -kInf)); });
+    const float cm = hmax(mv);
+    if (cm > m) {
+      s *= std::exp((m - cm) * inv_t);
+      m = cm;
+    }
+    chunk_max[ci] = m;
+    if (m == -kInf) {
+      lanes(len, [&](int64_t i, int64_t c) {
+        vf v = ld<D>(xc, i, c);
+        nan |= any(v != v);
+        st<F32>(yc, i, c, splat(0.f));
+      });
+      continue;
+    }
+    vf acc{}, mm = splat(m);
+    lanes(len, [&](int64_t i, int64_t c) {
+      vf e = vexp((ld<D>(xc, i, c, -kInf) - mm) * it);
+      acc += e;
+      st<F32>(yc, i, c, e);
+    });
+    s += hsum(acc);
+  }
+  if (nan) s = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t c0 = 0, ci = 0; c0 < n; c0 += kChunk, ++ci) {
+    const int64_t len = std::min(kChunk, n - c0);
+    const vf f = splat(std::exp((chunk_max[ci] - m) * inv_t) / s);
+    float* yc = y + c0;
+    lanes(len, [&](int64_t i, int64_t c) { st<F32>(yc, i, c, ld<F32>(yc, i, c) * f); });
+  }
+}
+
+template <class D> void normalize_rows(const Args& a, int64_t r0, int64_t r1) {
+  using T = typename D::T;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+    const float inv_t = 1.f / a.temperature.at(r);
+    float* y = static_cast<float*>(a.y) + r * a.y_stride;
+    if (a.op == Op::softmax && a.cols <= 64 * kChunk) {
+      softmax_row<D>(x, y, a.cols, inv_t);
+      continue;
+    }
+    const Stats stats = row_stats<D>(x, a.cols, inv_t);
+    const float m = stats.m_safe(), log_s = std::log(stats.s);
+    if (a.op == Op::logsumexp) {
+      static_cast<float*>(a.y)[r] = m * inv_t + log_s;
+      continue;
+    }
+    const vf it = splat(inv_t), mm = splat(m);
+    if (a.op == Op::softmax) {
+      const vf inv_s = splat(1.f / stats.s);
+      lanes(a.cols, [&](int64_t i, int64_t c) { st<F32>(y, i, c, vexp((ld<D>(x, i, c) - mm) * it) * inv_s); });
+    } else {
+      const vf l = splat(log_s);
+      lanes(a.cols, [&](int64_t i, int64_t c) { st<F32>(y, i, c, (ld<D>(x, i, c) - mm) * it - l); });
+    }
+  }
+}
+
+// ---------------------------------------------------------------- per-row workspace
+struct Item {
+  uint32_t key;
+  float w;
+  int64_t index;
+};
+
+struct Workspace {
+  std::vector<float> x, e;   // the row in f32; exp((x - max) / T)
+  std::vector<Item> items, kept, tmp;
+  double bins[2048];
+};
+thread_local Workspace tls_ws;
+
+// Order-preserving map float -> uint32 (-0.0 and +0.0 share a key).
+inline uint32_t key_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (u == 0x80000000u) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+inline float float_of(uint32_t k) {
+  uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// The largest key v with sum(w of items whose key >= v) >= target (target > 0;
+// w = 1 counts). Consumes `items` (left holding the threshold's bucket).
+uint32_t select_key(std::vector<Item>& items, double target, Workspace& ws) {
+  static constexpr int kShift[3] = {21, 10, 0};
+  static constexpr uint32_t kMask[3] = {0x7ff, 0x7ff, 0x3ff};
+  uint32_t prefix = 0;
+  double above = 0;  // weight of the items in higher buckets of earlier digits
+  for (int level = 0; level < 3; ++level) {
+    const int shift = kShift[level];
+    const uint32_t mask = kMask[level];
+    std::fill(ws.bins, ws.bins + mask + 1, 0.0);
+    for (const Item& it : items) ws.bins[(it.key >> shift) & mask] += it.w;
+    int b = int(mask), lowest = -1;
+    for (; b >= 0; --b) {
+      if (ws.bins[b] == 0) continue;
+      lowest = b;
+      if (above + ws.bins[b] >= target) break;
+      above += ws.bins[b];
+    }
+    if (b < 0) b = lowest;  // rounding left the target above the total: take the smallest
+    if (b < 0) return 0;    // no weight at all
+    prefix |= uint32_t(b) << shift;
+    if (level == 2) break;
+    ws.tmp.clear();
+    for (const Item& it : items)
+      if (((it.key >> shift) & mask) == uint32_t(b)) ws.tmp.push_back(it);
+    items.swap(ws.tmp);
+  }
+  return prefix;
+}
+
+// Loads row r into ws.x (f32); returns its max, or NaN when the row is not samplable.
+template <class D> float load_row(const Args& a, int64_t r, Workspace& ws) {
+  using T = typename D::T;
+  const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+  ws.x.resize(size_t(a.cols) + W);
+  vf mv = splat(-kInf);
+  vi nan{};
+  lanes(a.cols, [&](int64_t i, int64_t c) {
+    vf v = ld<D>(x, i, c, -kInf);
+    nan |= v != v;
+    mv = vmax(mv, v);
+    st<F32>(ws.x.data(), i, c, v);
+  });
+  const float m = hmax(mv);
+  if (any(nan) || !std::isfinite(m)) return std::numeric_limits<float>::quiet_NaN();
+  return m;
+}
+
+int64_t first_equal(const float* x, int64_t n, float m) {
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] == m) return i;
+  return -1;
+}
+
+// ws.e = exp((x - m) * inv_t): exactly 1 at the max.
+void fill_exp(Workspace& ws, int64_t n, float m, float inv_t) {
+  ws.e.resize(size_t(n) + W);
+  const vf it = splat(inv_t), mm = splat(m);
+  lanes(n, [&](int64_t i, int64_t c) { st<F32>(ws.e.data(), i, c, vexp((ld<F32>(ws.x.data(), i, c) - mm) * it)); });
+}
+
+// The k-th largest value of ws.x (k in [1, n)).
+float kth_largest(Workspace& ws, int64_t n, int64_t k) {
+  ws.items.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) ws.items[i] = {key_of(ws.x[i]), 1.f, i};
+  return float_of(select_key(ws.items, double(k), ws));
+}
+
+// The top-p cut among ws.items (weights = probability mass): the largest
+// value whose items at or above it hold at least p of the items' mass.
+float top_p_cut(Workspace& ws, double p) {
+  double total = 0;
+  for (const Item& it : ws.items) total += it.w;
+  return float_of(select_key(ws.items, p * total, ws));
+}
+
+template <class D> void write_masked(const Args& a, int64_t r, const Workspace& ws, float cut, float e_min) {
+  using T = typename D::T;
+  T* y = static_cast<T*>(a.y) + r * a.y_stride;
+  const vf c = splat(cut), neg = splat(-kInf), em = splat(e_min);
+  const float* x = ws.x.data();
+  const float* e = e_min > 0 ? ws.e.data() : nullptr;
+  lanes(a.cols, [&](int64_t i, int64_t n) {
+    vf v = ld<F32>(x, i, n);
+    vi keep = v >= c;
+    if (e) keep &= ld<F32>(e, i, n) >= em;
+    st<D>(y, i, n, select(keep, v, neg));
+  });
+}
+
+template <class D> void copy_row(const Args& a, int64_t r) {
+  using T = typename D::T;
+  if (a.in_place) return;
+  memcpy(static_cast<T*>(a.y) + r * a.y_stride, static_cast<const T*>(a.x) + r * a.x_stride,
+         size_t(a.cols) * sizeof(T));
+}
+
+template <class D> void mask_rows(const Args& a, int64_t r0, int64_t r1) {
+  Workspace& ws = tls_ws;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float m = load_row<D>(a, r, ws);
+    if (std::isnan(m)) {
+      copy_row<D>(a, r);
+      continue;
+    }
+    if (a.op == Op::top_k_mask) {
+      const int64_t k = a.top_k.at(r);
+      if (k <= 0 || k >= a.cols) copy_row<D>(a, r);
+      else write_masked<D>(a, r, ws, kth_largest(ws, a.cols, k), 0.f);
+      continue;
+    }
+    const float inv_t = 1.f / a.temperature.at(r);
+    fill_exp(ws, a.cols, m, inv_t);
+    if (a.op == Op::min_p_mask) {
+      const float mp = a.min_p.at(r);
+      if (mp <= 0) copy_row<D>(a, r);
+      else write_masked<D>(a, r, ws, -kInf, mp);
+      continue;
+    }
+    const float p = a.p.at(r);
+    if (p >= 1) {
+      copy_row<D>(a, r);
+      continue;
+    }
+    ws.items.resize(size_t(a.cols));
+    for (int64_t i = 0; i < a.cols; ++i) ws.items[i] = {key_of(ws.x[i]), ws.e[i], i};
+    write_masked<D>(a, r, ws, top_p_cut(ws, p), 0.f);
+  }
+}
+
+// ---------------------------------------------------------------- argmax, sample
+template <class D> void argmax_rows(const Args& a, int64_t r0, int64_t r1) {
+  Workspace& ws = tls_ws;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float m = load_row<D>(a, r, ws);
+    static_cast<int32_t*>(a.y)[r] = std::isnan(m) ? -1 : int32_t(first_equal(ws.x.data(), a.cols, m));
+  }
+}
+
+template <class D> int32_t sample_row(const Args& a, int64_t r, Workspace& ws) {
+  const float m = load_row<D>(a, r, ws);
+  if (std::isnan(m)) return -1;
+  const float t = a.temperature.at(r);
+  const int64_t k = a.top_k.at(r);
+  if (!(t > 0) || k == 1) return int32_t(first_equal(ws.x.data(), a.cols, m));
+  const float inv_t = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
+  const float cut_k = (k > 1 && k < a.cols) ? kth_largest(ws, a.cols, k) : -kInf;
+  fill_exp(ws, a.cols, m, inv_t);
+  // The tokens top-k and min-p keep, in index order.
+  ws.items.clear();
+  for (int64_t i = 0; i < a.cols; ++i)
+    if (ws.x[i] >= cut_k && ws.e[i] >= mp) ws.items.push_back({key_of(ws.x[i]), ws.e[i], i});
+  float cut_p = -kInf;
+  if (p < 1) {
+    ws.kept.assign(ws.items.begin(), ws.items.end());
+    cut_p = top_p_cut(ws, p);  // consumes ws.items; ws.kept keeps the index order
+    ws.items.swap(ws.kept);
+  }
+  double total = 0;
+  for (const Item& it : ws.items)
+    if (float_of(it.key) >= cut_p) total += it.w;
+  const double target = double(philox::row_uniform(a.seed, a.offset, uint64_t(r))) * total;
+  double cum = 0;
+  int64_t last = -1;
+  for (const Item& it : ws.items) {
+    if (float_of(it.key) < cut_p) continue;
+    cum += it.w;
+    last = it.index;
+    if (cum > target) return int32_t(it.index);
+  }
+  return int32_t(last);
+}
+
+template <class D> void sample_rows(const Args& a, int64_t r0, int64_t r1) {
+  Workspace& ws = tls_ws;
+  for (int64_t r = r0; r < r1; ++r) static_cast<int32_t*>(a.y)[r] = sample_row<D>(a, r, ws);
+}
+
+// ---------------------------------------------------------------- penalties
+template <class D> void penalty_rows(const Args& a, int64_t r0, int64_t r1) {
+  using T = typename D::T;
+  std::vector<int32_t> seen;
+  for (int64_t r = r0; r < r1; ++r) {
+    copy_row<D>(a, r);
+    const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+    T* y = static_cast<T*>(a.y) + r * a.y_stride;
+    const int32_t* ids = a.ids + r * a.ids_stride;
+    seen.clear();
+    for (int64_t j = 0; j < a.ids_len; ++j)
+      if (ids[j] >= 0 && ids[j] < a.cols) seen.push_back(ids[j]);
+    std::sort(seen.begin(), seen.end());
+    for (size_t j = 0; j < seen.size();) {
+      size_t e = j;
+      while (e < seen.size() && seen[e] == seen[j]) ++e;
+      const int32_t tok = seen[j];
+      float v = load_n<D>(x + tok, 1)[0];
+      v = v > 0 ? v / a.repetition : v * a.repetition;
+      v -= float(e - j) * a.frequency + a.presence;
+      store_n<D>(y + tok, splat(v), 1);
+      j = e;
+    }
+  }
+}
+
+template <class D> void run_typed(const Args& a) {
+  const int64_t row_bytes = a.cols * int64_t(sizeof(typename D::T));
+  switch (a.op) {
+    case Op::softmax: case Op::log_softmax: case Op::logsumexp:
+      return parallel_rows(a.rows, 4 * row_bytes, [&](int64_t r0, int64_t r1) { normalize_rows<D>(a, r0, r1); });
+    case Op::argmax:
+      return parallel_rows(a.rows, 2 * row_bytes, [&](int64_t r0, int64_t r1) { argmax_rows<D>(a, r0, r1); });
+    case Op::top_k_mask: case Op::top_p_mask: case Op::min_p_mask:
+      return parallel_rows(a.rows, 16 * row_bytes, [&](int64_t r0, int64_t r1) { mask_rows<D>(a, r0, r1); });
+    case Op::sample:
+      return parallel_rows(a.rows, 16 * row_bytes, [&](int64_t r0, int64_t r1) { sample_rows<D>(a, r0, r1); });
+    case Op::apply_penalties:
+      return parallel_rows(a.rows, 2 * row_bytes + 8 * a.ids_len, [&](int64_t r0, int64_t r1) { penalty_rows<D>(a, r0, r1); });
+    case Op::philox_uniform:
+      for (int64_t r = 0; r < a.rows; ++r) static_cast<float*>(a.y)[r] = philox::row_uniform(a.seed, a.offset, uint64_t(r));
+      return;
+  }
+}
+
+}  // namespace
+
+void sampling_run(const Args& a) {
+  switch (a.dtype) {
+    case DType::f32: return run_typed<F32>(a);
+    case DType::f16: return run_typed<F16>(a);
+    case DType::bf16: return run_typed<BF16>(a);
+    default: throw TypeError(std::string("unsupported dtype ") + dtype_name(a.dtype));
+  }
+}
+
+}  // namespace braze::cpu::BRAZE_ISA
