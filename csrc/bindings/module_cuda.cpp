@@ -5,8 +5,10 @@
 
 #include "bindings/exceptions.h"
 #include "bindings/norm.h"
+#include "bindings/sampling.h"
 #include "cuda/norm.h"
 #include "cuda/runtime.h"
+#include "cuda/sampling.h"
 
 namespace nb = nanobind;
 using namespace braze;
@@ -14,6 +16,7 @@ using namespace braze;
 NB_MODULE(_cuda, m) {
   bind::register_exceptions(m);
   bind::bind_norm(m, cuda::norm_run, Device::cuda, "cuda");
+  bind::bind_sampling(m, cuda::sampling_run, Device::cuda, "cuda");
   m.def("usable", [] { return cuda::device_status(); },
         "(True, '') when a CUDA driver and a GPU of compute capability >= 8.0 are present, else (False, why).");
 }
