@@ -1,7 +1,7 @@
 """Every op keeps the op contract (DESIGN §3); every backend claim has a kernel behind it."""
 import glob
 import os
-import re
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -13,12 +13,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUFFIX = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
-def metal_host_names(family):
-    names = set()
-    for path in glob.glob(os.path.join(ROOT, "shaders", "metal", family, "*.metal")):
-        with open(path) as f:
-            names |= set(re.findall(r'host_name\("([A-Za-z0-9_]+)"\)', f.read()))
-    return names
+def metal_kernels(family):
+    """has(name) for the kernels of shaders/metal/<family>/, asked of the MSL
+    simulator's build of them (host names are often made by macros)."""
+    if not glob.glob(os.path.join(ROOT, "shaders", "metal", family, "*.metal")):
+        return lambda name: False
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import mtlsim
+
+    if mtlsim.needs_relaunch():
+        pytest.skip("the registry check loads the simulator without sanitizers")
+    return mtlsim.family_library(family).has_kernel
 
 
 def problems(spec):
@@ -44,8 +49,10 @@ def problems(spec):
         out.append(f"vjp op {spec.vjp} is not registered")
     for b in spec.backends:
         if b == "metal":
-            have = metal_host_names(spec.family)
-            missing = [f"{spec.name}_{SUFFIX[dt]}" for dt in spec.dtypes if f"{spec.name}_{SUFFIX[dt]}" not in have]
+            if not sys.platform.startswith("linux"):
+                continue  # the simulator runs on Linux
+            has = metal_kernels(spec.family)
+            missing = [f"{spec.name}_{SUFFIX[dt]}" for dt in spec.dtypes if not has(f"{spec.name}_{SUFFIX[dt]}")]
             if missing:
                 out.append(f"claims metal but shaders/metal/{spec.family} lacks {missing}")
         elif b == "cuda" and _backends.built("cuda") and _backends.module("cuda") is not None:

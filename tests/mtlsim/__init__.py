@@ -1,6 +1,6 @@
 """The MSL simulator: runs shaders/metal/*.metal on the CPU (docs/metal.md)."""
-from .sim import (DTYPES, NORM_OPS, NORM_ROLES, Library, NormLibrary, SimError, needs_relaunch,
+from .sim import (DTYPES, NORM_OPS, NORM_ROLES, Library, NormLibrary, SimError, family_library, needs_relaunch,
                   norm_library, sanitizer_env, shader_library)
 
 __all__ = ["DTYPES", "NORM_OPS", "NORM_ROLES", "Library", "NormLibrary", "SimError",
-           "needs_relaunch", "norm_library", "sanitizer_env", "shader_library"]
+           "family_library", "needs_relaunch", "norm_library", "sanitizer_env", "shader_library"]

@@ -249,6 +249,8 @@ void* tg_alloc(std::size_t size, std::size_t align) {
   return g->arena.data() + at;
 }
 
+bool has_kernel(const std::string& kernel) { return registry().count(kernel) != 0; }
+
 std::string dispatch(const std::string& kernel, const unsigned grid[3], const unsigned tg[3],
                      const std::vector<void*>& buffers, const std::vector<std::size_t>& tg_args,
                      std::uint64_t seed, bool shuffle) {
@@ -333,4 +335,9 @@ extern "C" int mtlsim_dispatch(const char* kernel, const unsigned* grid, const u
   std::string e = mtlsim::dispatch(kernel, grid, tg, b, t, seed, shuffle != 0);
   std::snprintf(err, std::size_t(errlen), "%s", e.c_str());
   return e.empty() ? 0 : 1;
+}
+
+// Whether the library holds a kernel of this host name (the registry test asks).
+extern "C" int mtlsim_has_kernel(const char* kernel) {
+  return mtlsim::has_kernel(kernel) ? 1 : 0;
 }

@@ -13,4 +13,6 @@ namespace mtlsim {
 std::string dispatch(const std::string& kernel, const unsigned grid[3], const unsigned tg[3],
                      const std::vector<void*>& buffers, const std::vector<std::size_t>& tg_args,
                      std::uint64_t seed, bool shuffle);
+// Whether the library holds a kernel of this host name.
+bool has_kernel(const std::string& kernel);
 }  // namespace mtlsim

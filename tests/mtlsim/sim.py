@@ -82,6 +82,9 @@ class Library:
         if rc:
             raise SimError(err.value.decode())
 
+    def has_kernel(self, kernel: str) -> bool:
+        return bool(self.lib.mtlsim_has_kernel(kernel.encode()))
+
 
 class NormLibrary(Library):
     def run(self, op: str, arrays: dict, *, eps: float, weight_offset: float = 0.0,
@@ -119,6 +122,13 @@ def norm_library() -> NormLibrary:
             ROOT / "csrc" / "metal" / "plans" / "norm.cpp",
             Path(__file__).resolve().parent / "sim_norm.cpp"]
     return NormLibrary(build("norm", shaders, host))
+
+
+def family_library(family: str) -> Library:
+    """The simulated library of shaders/metal/<family>/ (with its launch plans)."""
+    if family == "norm":
+        return norm_library()
+    return Library(build(family, sorted((ROOT / "shaders" / "metal" / family).glob("*.metal")), []))
 
 
 def shader_library(name: str, metal: Path) -> Library:
