@@ -56,6 +56,11 @@ Plan plan(int64_t rows, int64_t cols, int V, int max_threads, int loop_threads, 
   return p;
 }
 
+// Row groups the device can hold at once (by thread count; registers may allow fewer).
+int64_t resident_groups(const Plan& pl, int device) {
+  return int64_t(sm_count(device)) * std::max(1, 2048 / pl.threads) * (pl.form == Form::warp ? kWarpBlock / 32 : 1);
+}
+
 template <template <class> class OpT, class T, int V>
 void launch_form(const Plan& pl, const Params& p, cudaStream_t s) {
   const dim3 grid(unsigned(pl.blocks)), block(unsigned(pl.threads));
@@ -99,15 +104,17 @@ void run_typed(const Args& a, Params p, int64_t real_rows, cudaStream_t s) {
   const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
   if constexpr (!kIsVjp<OpT>) {
     if (p.rows == 0) return;
-    const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX);
+    // A grid of the groups that fit on the device at once; each takes several
+    // rows (grid-stride), so no block is launched per row.
+    Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX);
+    pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, resident_groups(pl, a.device_id));
     vec ? launch_form<OpT, T, Vv>(pl, p, s) : launch_form<OpT, T, 1>(pl, p, s);
     check_launch("norm kernel launch");
   } else {
     const int nparts = (a.dw ? 1 : 0) + (a.db ? 1 : 0);
     // Bound the partials: about two waves of resident groups, and <= 256 MiB.
     Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX);
-    const int64_t resident = int64_t(sm_count(a.device_id)) * std::max(1, 2048 / pl.threads) *
-                             (pl.form == Form::warp ? kWarpBlock / 32 : 1);
+    const int64_t resident = resident_groups(pl, a.device_id);
     const int64_t by_memory = std::max<int64_t>(1, (int64_t(256) << 20) / std::max<int64_t>(1, p.cols * 4 * nparts));
     if (nparts) pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, std::min(resident, by_memory));
     Scratch ws;

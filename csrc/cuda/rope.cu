@@ -35,8 +35,8 @@ bool vector_ok(const Params& p, const Args& a, int V) {
 }
 
 template <class T, int V, bool Vec, bool Il>
-void launch(const Params& p, int64_t blocks, size_t smem, cudaStream_t s) {
-  rope_kernel<T, V, Vec, Il><<<dim3(unsigned(blocks)), dim3(kThreads), smem, s>>>(p);
+void launch(const Params& p, int64_t blocks, int threads, size_t smem, cudaStream_t s) {
+  rope_kernel<T, V, Vec, Il><<<dim3(unsigned(blocks)), dim3(unsigned(threads)), smem, s>>>(p);
 }
 
 template <class T> void run_typed(const Args& a, Params& p, cudaStream_t s) {
@@ -45,19 +45,27 @@ template <class T> void run_typed(const Args& a, Params& p, cudaStream_t s) {
   p.rot_packs = int(a.interleaved ? ceil_div(a.rot, V) : ceil_div(half, V));
   p.rest_packs = int(ceil_div(a.dim - a.rot, V));
   const int64_t per_token = std::max<int64_t>(1, p.heads * (p.rot_packs + p.rest_packs));
+  if (per_token > INT_MAX / 2) throw ValueError("too many heads for the CUDA rope kernel");
   const int64_t max_tb = (kSharedBytes / 4 - half) / std::max<int64_t>(1, 2 * half);
   if (max_tb < 1) throw ValueError("rotary_dim " + std::to_string(a.rot) + " is too large for the CUDA kernel");
-  p.tokens_per_block = int(std::clamp<int64_t>(ceil_div(8 * kThreads, per_token), 1, std::min<int64_t>(32, max_tb)));
+  // Threads: one per (head, pack) of a token, in as few equal rounds of <= 256 as fit.
+  const int64_t rounds = ceil_div(per_token, kThreads);
+  const int threads = int(ceil_div(ceil_div(per_token, rounds), 32) * 32);
+  // Tokens per block: enough work per thread to amortize the table, while
+  // keeping about 8 blocks per multiprocessor when tokens are few.
+  int64_t tb = std::min<int64_t>(32, ceil_div(16 * kThreads, per_token));
+  tb = std::min(tb, std::max<int64_t>(1, ceil_div(a.tokens, 8 * int64_t(sm_count(a.device_id)))));
+  p.tokens_per_block = int(std::max<int64_t>(1, std::min(tb, max_tb)));
   const int64_t blocks = ceil_div(a.tokens, p.tokens_per_block);
   if (blocks > INT_MAX) throw ValueError("too many tokens for one CUDA launch");
   const size_t smem = size_t(half + 2 * int64_t(p.tokens_per_block) * half) * sizeof(float);
   const bool vec = vector_ok(p, a, V);
   if (a.interleaved) {
-    if (vec) launch<T, V, true, true>(p, blocks, smem, s);
-    else launch<T, V, false, true>(p, blocks, smem, s);
+    if (vec) launch<T, V, true, true>(p, blocks, threads, smem, s);
+    else launch<T, V, false, true>(p, blocks, threads, smem, s);
   } else {
-    if (vec) launch<T, V, true, false>(p, blocks, smem, s);
-    else launch<T, V, false, false>(p, blocks, smem, s);
+    if (vec) launch<T, V, true, false>(p, blocks, threads, smem, s);
+    else launch<T, V, false, false>(p, blocks, threads, smem, s);
   }
   check_launch("rope");
 }

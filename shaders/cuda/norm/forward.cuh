@@ -5,11 +5,15 @@
 #pragma once
 #include "cuda/norm/row.cuh"
 
+#ifndef BRAZE_CUDA_MIN_BLOCKS
+#define BRAZE_CUDA_MIN_BLOCKS 1
+#endif
+
 namespace braze::cuda::norm {
 
 template <class C> struct RmsNorm {
   using T = typename C::T;
-  static constexpr int kMaxThreads = 512;
+  static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
@@ -22,10 +26,10 @@ template <class C> struct RmsNorm {
         const float v = to_f32(q[0].v[e]);
         ss += v * v;
       }
-    });
+    }, w);
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x}, [&](int, int64_t c, int n, auto& q) {
-      const auto wv = load_vec<T, C::V>(w, c, n);
+    rp.again({x}, [&](int k, int64_t c, int n, auto& q) {
+      const auto wv = rp.weight(k, w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
       for (int e = 0; e < C::V; ++e) o.v[e] = from_f32<T>(to_f32(q[0].v[e]) * s * scale_at(wv, w, e, p.w_offset));
@@ -36,7 +40,7 @@ template <class C> struct RmsNorm {
 
 template <class C> struct AddRmsNorm {
   using T = typename C::T;
-  static constexpr int kMaxThreads = 512;
+  static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
     const T* res = row_ptr<T>(p.r, p.r_stride, row, p);
@@ -53,12 +57,12 @@ template <class C> struct AddRmsNorm {
         ss += v * v;
       }
       store_pack(h, c, n, q[0]);
-    });
+    }, w);
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
     // Register form: q[.][0] now holds h. Looped form: h is read back from
     // memory, written above by this same thread.
-    rp.template again<1>({h, h}, [&](int, int64_t c, int n, auto& q) {
-      const auto wv = load_vec<T, C::V>(w, c, n);
+    rp.template again<1>({h, h}, [&](int k, int64_t c, int n, auto& q) {
+      const auto wv = rp.weight(k, w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
       for (int e = 0; e < C::V; ++e) o.v[e] = from_f32<T>(to_f32(q[0].v[e]) * s * scale_at(wv, w, e, p.w_offset));
@@ -69,7 +73,7 @@ template <class C> struct AddRmsNorm {
 
 template <class C> struct LayerNorm {
   using T = typename C::T;
-  static constexpr int kMaxThreads = 512;
+  static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
@@ -80,7 +84,7 @@ template <class C> struct LayerNorm {
     rp.first({x}, [&](int, int64_t, int, auto& q) {
 #pragma unroll
       for (int e = 0; e < C::V; ++e) sum += to_f32(q[0].v[e]);  // padding is zero
-    });
+    }, w);
     const float mean = reduce(Sums<1>{{sum}}).v[0] / float(p.cols);
     float dev = 0.f;  // the deviations from the mean, not E[x^2] - mean^2, for accuracy
     rp.again({x}, [&](int, int64_t, int n, auto& q) {
@@ -91,8 +95,8 @@ template <class C> struct LayerNorm {
       }
     });
     const float rstd = rsqrtf(reduce(Sums<1>{{dev}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x}, [&](int, int64_t c, int n, auto& q) {
-      const auto wv = load_vec<T, C::V>(w, c, n);
+    rp.again({x}, [&](int k, int64_t c, int n, auto& q) {
+      const auto wv = rp.weight(k, w, c, n);
       const auto bv = load_vec<T, C::V>(b, c, n);
       Pack<T, C::V> o;
 #pragma unroll
@@ -107,7 +111,7 @@ template <class C> struct LayerNorm {
 
 template <class C> struct RmsNormGated {
   using T = typename C::T;
-  static constexpr int kMaxThreads = 512;
+  static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
     const T* gate = row_ptr<T>(p.r, p.r_stride, row, p);
@@ -122,10 +126,10 @@ template <class C> struct RmsNormGated {
         const float v = to_f32(q[0].v[e]);
         ss += v * v;
       }
-    });
+    }, w);
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x, gate}, [&](int, int64_t c, int n, auto& q) {
-      const auto wv = load_vec<T, C::V>(w, c, n);
+    rp.again({x, gate}, [&](int k, int64_t c, int n, auto& q) {
+      const auto wv = rp.weight(k, w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
       for (int e = 0; e < C::V; ++e) {

@@ -71,6 +71,7 @@ template <class C, int NIN> struct RowPass {
   using P = Pack<T, C::V>;
   static constexpr int V = C::V, K = C::K;
   P q[K][NIN];
+  P wq[C::kLoop ? 1 : K];  // register form: the weight slice of this thread, loaded with the row
   int tid, size;
   int64_t cols;
 
@@ -79,13 +80,16 @@ template <class C, int NIN> struct RowPass {
   __device__ __forceinline__ int64_t col(int64_t i) const { return (i * size + tid) * int64_t(V); }
   __device__ __forceinline__ int valid(int64_t c) const { return cols - c < V ? int(cols - c) : V; }
 
-  template <int NLOAD, class F> __device__ __forceinline__ void batch(int64_t i0, const T* const (&src)[NIN], F& f) {
+  template <int NLOAD, class F>
+  __device__ __forceinline__ void batch(int64_t i0, const T* const (&src)[NIN], F& f, const T* w = nullptr) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int64_t c = col(i0 + k);
-      if (c < cols)
+      if (c < cols) {
 #pragma unroll
         for (int s = 0; s < NLOAD; ++s) q[k][s] = load_pack<T, V>(src[s], c, valid(c));
+        if (!C::kLoop && w) wq[k] = load_pack<T, V>(w, c, valid(c));
+      }
     }
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -98,10 +102,24 @@ template <class C, int NIN> struct RowPass {
     for (int64_t i0 = 0; col(i0) - tid * int64_t(V) < cols; i0 += K) batch<NLOAD>(i0, src, f);
   }
 
-  // First pass: loads the first NLOAD inputs (register form: and keeps them).
-  template <int NLOAD = NIN, class F> __device__ __forceinline__ void first(const T* const (&src)[NIN], F f) {
+  // First pass: loads the first NLOAD inputs (register form: and keeps them,
+  // with the weight slice w when given, so that its load overlaps the row's
+  // and not the write pass).
+  template <int NLOAD = NIN, class F>
+  __device__ __forceinline__ void first(const T* const (&src)[NIN], F f, const T* w = nullptr) {
     if constexpr (C::kLoop) loop<NLOAD>(src, f);
-    else batch<NLOAD>(0, src, f);
+    else batch<NLOAD>(0, src, f, w);
+  }
+
+  // The weight pack of slot k at column c: kept from first() in register form.
+  __device__ __forceinline__ P weight(int k, const T* w, int64_t c, int n) const {
+    P r;
+    if constexpr (C::kLoop) {
+      if (w) r = load_pack<T, V>(w, c, n);
+    } else {
+      r = wq[k];
+    }
+    return r;
   }
 
   // A later pass over the first NUSE inputs: register form reuses the packs,

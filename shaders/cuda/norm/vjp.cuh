@@ -36,7 +36,7 @@ template <class C> struct GradAcc {
 
 template <class C> struct RmsNormVjp {
   using T = typename C::T;
-  static constexpr int kMaxThreads = 256;  // the register form keeps K*V gradient sums besides the row
+  static constexpr int kMaxThreads = 256, kMinBlocks = 1;  // the register form keeps K*V gradient sums besides the row
   GradAcc<C> dw;
 
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
@@ -80,7 +80,7 @@ template <class C> struct RmsNormVjp {
 
 template <class C> struct LayerNormVjp {
   using T = typename C::T;
-  static constexpr int kMaxThreads = 256;  // the register form keeps K*V gradient sums besides the row
+  static constexpr int kMaxThreads = 256, kMinBlocks = 1;  // the register form keeps K*V gradient sums besides the row
   GradAcc<C> dw, db;
 
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {

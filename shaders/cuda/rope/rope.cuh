@@ -1,8 +1,8 @@
 // Rope kernel: one block rotates a group of tokens, every head of q and k.
 // The block first computes cos / sin of each (token, pair) once into shared
 // memory (sincosf: full-range accurate, unlike __sincosf, whose error grows
-// with the angle), then each thread rotates a pack of V elements (one 16-byte
-// access per operand when the layout allows) of one head.
+// with the angle), then each thread rotates packs of V elements (one 16-byte
+// access per operand when the layout allows) of one head across the tokens.
 #pragma once
 #include <cstdint>
 
@@ -27,33 +27,36 @@ struct Params {
   int rot_packs, rest_packs;  // packs of V elements per head: rotated, passed through
 };
 
-// V elements at p (n <= V of them real); Vec: one aligned 16-byte access when n == V.
+// V elements at p (n <= V of them real, the rest zero); Vec: one aligned
+// 16-byte access when n == V.
 template <class T, int V, bool Vec>
-__device__ __forceinline__ void load(const T* p, int n, float (&f)[V]) {
+__device__ __forceinline__ Pack<T, V> load(const T* p, int n) {
+  Pack<T, V> k;
   if (Vec && n == V) {
-    const Pack<T, V> k = *reinterpret_cast<const Pack<T, V>*>(p);
-#pragma unroll
-    for (int e = 0; e < V; ++e) f[e] = to_f32(k.v[e]);
+    k = *reinterpret_cast<const Pack<T, V>*>(p);
   } else {
 #pragma unroll
-    for (int e = 0; e < V; ++e) f[e] = e < n ? to_f32(p[e]) : 0.f;
+    for (int e = 0; e < V; ++e) k.v[e] = e < n ? p[e] : from_f32<T>(0.f);
   }
+  return k;
 }
 
 template <class T, int V, bool Vec>
-__device__ __forceinline__ void store(T* p, int n, const float (&f)[V]) {
+__device__ __forceinline__ void store(T* p, int n, const Pack<T, V>& k) {
   if (Vec && n == V) {
-    Pack<T, V> k;
-#pragma unroll
-    for (int e = 0; e < V; ++e) k.v[e] = from_f32<T>(f[e]);
     *reinterpret_cast<Pack<T, V>*>(p) = k;
   } else {
 #pragma unroll
     for (int e = 0; e < V; ++e)
-      if (e < n) p[e] = from_f32<T>(f[e]);
+      if (e < n) p[e] = k.v[e];
   }
 }
 
+constexpr int kUnroll = 4;  // tokens whose loads a thread issues before its first store
+
+// Each thread owns one (head, pack) of the token layout and walks the block's
+// tokens, kUnroll at a time (loads first, for memory-level parallelism; each
+// element belongs to one thread, so in place is safe).
 template <class T, int V, bool Vec, bool Interleaved>
 __global__ void __launch_bounds__(256) rope_kernel(Params p) {
   extern __shared__ float sm[];
@@ -80,48 +83,58 @@ __global__ void __launch_bounds__(256) rope_kernel(Params p) {
   __syncthreads();
 
   const int per_head = p.rot_packs + p.rest_packs;
-  const int64_t per_token = p.heads * per_head;
-  for (int64_t w = threadIdx.x; w < nt * per_token; w += blockDim.x) {
-    const int tt = int(w / per_token);
-    const int64_t r = w - tt * per_token;
-    int64_t head = r / per_head;
-    const int k = int(r - head * per_head);
-    const int part = head >= p.q_heads;
-    head -= part ? p.q_heads : 0;
-    const int64_t t = t0 + tt;
-    const T* x = static_cast<const T*>(p.x[part]) + t * p.x_tok[part] + head * p.x_head[part];
-    T* y = static_cast<T*>(p.y[part]) + t * p.y_tok[part] + head * p.y_head[part];
-    const float* c = cs + tt * half;
-    const float* s = sn + tt * half;
-    float a[V], o[V];
+  const int per_token = int(p.heads) * per_head;
+  for (int r = threadIdx.x; r < per_token; r += blockDim.x) {
+    const int hh = r / per_head, k = r - hh * per_head;
+    const int part = hh >= p.q_heads;
+    const int64_t head = part ? hh - p.q_heads : hh;
+    const int64_t xs = p.x_tok[part], ys = p.y_tok[part];
+    const T* x = static_cast<const T*>(p.x[part]) + t0 * xs + head * p.x_head[part];
+    T* y = static_cast<T*>(p.y[part]) + t0 * ys + head * p.y_head[part];
     if (k >= p.rot_packs) {  // dims past rotary_dim pass through (nothing to do in place)
-      if (x == y) continue;
+      if (static_cast<const void*>(x) == static_cast<const void*>(y)) continue;
       const int e = int(p.rot) + (k - p.rot_packs) * V, n = int(min(int64_t(V), p.dim - e));
-      load<T, V, Vec>(x + e, n, a);
-      store<T, V, Vec>(y + e, n, a);
-    } else if (Interleaved) {
-      const int e = k * V, n = int(min(int64_t(V), p.rot - e));
-      load<T, V, Vec>(x + e, n, a);
+      for (int tt = 0; tt < nt; ++tt) store<T, V, Vec>(y + tt * ys + e, n, load<T, V, Vec>(x + tt * xs + e, n));
+      continue;
+    }
+    // rotate-half: packs at i and half + i; interleaved: one pack at e = k V
+    const int i = Interleaved ? k * V : k * V, n = Interleaved ? min(V, int(p.rot) - i) : min(V, half - i);
+    const int off2 = Interleaved ? 0 : half;
+    for (int tb = 0; tb < nt; tb += kUnroll) {
+      Pack<T, V> a[kUnroll], b[kUnroll];
 #pragma unroll
-      for (int q = 0; q < V; q += 2) {
-        const float cc = q < n ? c[(e + q) / 2] : 0.f, ss = q < n ? s[(e + q) / 2] : 0.f;
-        o[q] = a[q] * cc - a[q + 1] * ss;
-        o[q + 1] = a[q + 1] * cc + a[q] * ss;
+      for (int u = 0; u < kUnroll; ++u) {
+        if (tb + u < nt) {
+          a[u] = load<T, V, Vec>(x + (tb + u) * xs + i, n);
+          if (!Interleaved) b[u] = load<T, V, Vec>(x + (tb + u) * xs + off2 + i, n);
+        }
       }
-      store<T, V, Vec>(y + e, n, o);
-    } else {
-      const int i = k * V, n = min(V, half - i);
-      float b[V], o2[V];
-      load<T, V, Vec>(x + i, n, a);
-      load<T, V, Vec>(x + half + i, n, b);
 #pragma unroll
-      for (int q = 0; q < V; ++q) {
-        const float cc = q < n ? c[i + q] : 0.f, ss = q < n ? s[i + q] : 0.f;
-        o[q] = a[q] * cc - b[q] * ss;
-        o2[q] = b[q] * cc + a[q] * ss;
+      for (int u = 0; u < kUnroll; ++u) {
+        if (tb + u >= nt) break;
+        const float* c = cs + (tb + u) * half;
+        const float* s = sn + (tb + u) * half;
+        if (Interleaved) {
+#pragma unroll
+          for (int q = 0; q < V; q += 2) {
+            const int pi = (i + q) / 2;
+            const float cc = q < n ? c[pi] : 0.f, ss = q < n ? s[pi] : 0.f;
+            const float x0 = to_f32(a[u].v[q]), x1 = to_f32(a[u].v[q + 1]);
+            a[u].v[q] = from_f32<T>(x0 * cc - x1 * ss);
+            a[u].v[q + 1] = from_f32<T>(x1 * cc + x0 * ss);
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < V; ++q) {
+            const float cc = q < n ? c[i + q] : 0.f, ss = q < n ? s[i + q] : 0.f;
+            const float x1 = to_f32(a[u].v[q]), x2 = to_f32(b[u].v[q]);
+            a[u].v[q] = from_f32<T>(x1 * cc - x2 * ss);
+            b[u].v[q] = from_f32<T>(x2 * cc + x1 * ss);
+          }
+        }
+        store<T, V, Vec>(y + (tb + u) * ys + i, n, a[u]);
+        if (!Interleaved) store<T, V, Vec>(y + (tb + u) * ys + off2 + i, n, b[u]);
       }
-      store<T, V, Vec>(y + i, n, o);
-      store<T, V, Vec>(y + half + i, n, o2);
     }
   }
 }
