@@ -6,7 +6,9 @@
 #include "bindings/exceptions.h"
 #include "bindings/norm.h"
 #include "bindings/sampling.h"
+#include "bindings/rope.h"
 #include "cuda/norm.h"
+#include "cuda/rope.h"
 #include "cuda/runtime.h"
 #include "cuda/sampling.h"
 
@@ -17,6 +19,7 @@ NB_MODULE(_cuda, m) {
   bind::register_exceptions(m);
   bind::bind_norm(m, cuda::norm_run, Device::cuda, "cuda");
   bind::bind_sampling(m, cuda::sampling_run, Device::cuda, "cuda");
+  bind::bind_rope(m, cuda::rope_run, Device::cuda, "cuda");
   m.def("usable", [] { return cuda::device_status(); },
         "(True, '') when a CUDA driver and a GPU of compute capability >= 8.0 are present, else (False, why).");
 }
