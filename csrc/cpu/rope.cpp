@@ -65,7 +65,7 @@ template <class D> inline void rotate_pairs(const typename D::T* x, typename D::
   for (int64_t i = 0; i < rot; i += W) {
     const int64_t n = rot - i < W ? rot - i : W;
     vf v = ld<D>(x + i, n);
-    vf sw = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    vf sw = swap_pairs(v);
     st<D>(y + i, n, v * ld<F32>(c + i, n) + sw * ld<F32>(s + i, n));
   }
 }

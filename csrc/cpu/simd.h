@@ -1,7 +1,9 @@
-// Portable SIMD for CPU kernels: GCC/Clang vector extensions of 16 floats,
-// which the compiler lowers to AVX-512, AVX2 or the baseline ISA of the
-// translation unit (each family is compiled once per ISA). Loads and stores
-// convert float16 / bfloat16 in registers.
+// Portable SIMD for CPU kernels: GCC/Clang vector extensions W floats wide,
+// W the native width of the translation unit's ISA (each family is compiled
+// once per ISA): 16 with AVX-512, 8 with AVX, 4 otherwise. Wider-than-native
+// vector types would be split by the compiler, and GCC then lowers their
+// comparisons lane by lane. Loads and stores convert float16 / bfloat16 in
+// registers.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -13,11 +15,17 @@
 
 namespace braze::cpu::BRAZE_ISA {
 
+#if defined(__AVX512F__)
 constexpr int W = 16;
-typedef float vf __attribute__((vector_size(64)));
-typedef uint32_t vu __attribute__((vector_size(64)));
-typedef int32_t vi __attribute__((vector_size(64)));
-typedef uint16_t vh __attribute__((vector_size(32)));
+#elif defined(__AVX__)
+constexpr int W = 8;
+#else
+constexpr int W = 4;
+#endif
+typedef float vf __attribute__((vector_size(4 * W)));
+typedef uint32_t vu __attribute__((vector_size(4 * W)));
+typedef int32_t vi __attribute__((vector_size(4 * W)));
+typedef uint16_t vh __attribute__((vector_size(2 * W)));
 
 // Storage types: the element each dtype is stored as.
 struct F32 { using T = float; };
@@ -36,6 +44,17 @@ inline float hmax(vf v) {
   for (int i = 1; i < W; ++i) m = v[i] > m ? v[i] : m;
   return m;
 }
+// (v0, v1, v2, v3, ...) -> (v1, v0, v3, v2, ...)
+inline vf swap_pairs(vf v) {
+#if defined(__AVX512F__)
+  return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+#elif defined(__AVX__)
+  return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+#else
+  return __builtin_shufflevector(v, v, 1, 0, 3, 2);
+#endif
+}
+
 inline vf select(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
 inline vf vmax(vf a, vf b) { return select(a > b, a, b); }
 inline vf vmin(vf a, vf b) { return select(a < b, a, b); }
@@ -69,11 +88,9 @@ template <> inline vf load<F16>(const uint16_t* p) {
 #if defined(__AVX512F__)
   __m512 r = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
   memcpy(&v, &r, sizeof v);
-#elif defined(__F16C__)
-  __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
-  __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 8)));
-  memcpy(&v, &lo, 32);
-  memcpy((char*)&v + 32, &hi, 32);
+#elif defined(__F16C__) && defined(__AVX__)
+  __m256 r = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+  memcpy(&v, &r, sizeof v);
 #else
   for (int i = 0; i < W; ++i) v[i] = f16_to_f32(p[i]);
 #endif
@@ -84,12 +101,10 @@ template <> inline void store<F16>(uint16_t* p, vf v) {
   __m512 r;
   memcpy(&r, &v, sizeof v);
   _mm256_storeu_si256((__m256i*)p, _mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#elif defined(__F16C__)
-  __m256 lo, hi;
-  memcpy(&lo, &v, 32);
-  memcpy(&hi, (char*)&v + 32, 32);
-  _mm_storeu_si128((__m128i*)p, _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  _mm_storeu_si128((__m128i*)(p + 8), _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__) && defined(__AVX__)
+  __m256 r;
+  memcpy(&r, &v, sizeof v);
+  _mm_storeu_si128((__m128i*)p, _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #else
   for (int i = 0; i < W; ++i) p[i] = f32_to_f16(v[i]);
 #endif
@@ -98,29 +113,18 @@ template <> inline void store<F16>(uint16_t* p, vf v) {
 // Non-temporal store where the address allows it: large outputs then skip the
 // read-for-ownership and do not evict the inputs still being read.
 template <class D> inline void store_nt(typename D::T* p, vf v) {
+#if defined(__SSE2__)
+  constexpr size_t bytes = sizeof(typename D::T) * W;
+  if ((uintptr_t(p) & (bytes - 1)) == 0) {
+    typename D::T tmp[W];
+    store<D>(tmp, v);
 #if defined(__AVX512F__)
-  if ((uintptr_t(p) & 63) == 0 && sizeof(typename D::T) == 4) {
-    __m512 r;
-    memcpy(&r, &v, sizeof v);
-    _mm512_stream_ps((float*)p, r);
-    return;
-  }
+    if constexpr (bytes == 64) return _mm512_stream_si512((__m512i*)p, _mm512_loadu_si512(tmp));
 #endif
-#if defined(__AVX2__)
-  if constexpr (sizeof(typename D::T) == 2) {
-    if ((uintptr_t(p) & 31) == 0) {
-      typename D::T tmp[W];
-      store<D>(tmp, v);
-      _mm256_stream_si256((__m256i*)p, _mm256_loadu_si256((const __m256i*)tmp));
-      return;
-    }
-  } else if ((uintptr_t(p) & 31) == 0) {
-    __m256 lo, hi;
-    memcpy(&lo, &v, 32);
-    memcpy(&hi, (char*)&v + 32, 32);
-    _mm256_stream_ps((float*)p, lo);
-    _mm256_stream_ps((float*)p + 8, hi);
-    return;
+#if defined(__AVX__)
+    if constexpr (bytes == 32) return _mm256_stream_si256((__m256i*)p, _mm256_loadu_si256((const __m256i*)tmp));
+#endif
+    if constexpr (bytes == 16) return _mm_stream_si128((__m128i*)p, _mm_loadu_si128((const __m128i*)tmp));
   }
 #endif
   store<D>(p, v);
@@ -157,9 +161,42 @@ template <class D> inline vf round_to(vf v) {
 }
 
 
-// exp(x) for float lanes: x = k ln2 + r, a degree-7 polynomial for e^r (relative
-// error ~2e-7), 2^k applied in two halves so that denormal results and
-// results near FLT_MAX are right; exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN.
+// exp(x) for float lanes: x = k ln2 + r, |r| <= ln2/2, a degree-7 polynomial
+// for e^r (relative error ~2e-7), then p * 2^k. exp(-inf) = 0, exp(+inf) = inf,
+// overflow -> inf, denormal results kept, NaN stays NaN.
+inline vf exp_poly(vf r) {
+  vf p = splat(1.9875691500E-4f);
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  return p * r * r + r + 1.0f;
+}
+
+#if defined(__AVX512F__)
+// vscalefps applies 2^k with IEEE overflow / underflow / denormal handling, so
+// only the reduction range needs clamping.
+inline vf vexp(vf x) {
+  __m512 v;
+  memcpy(&v, &x, sizeof v);
+  __m512 xc = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-104.f)), _mm512_set1_ps(89.f));
+  __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  vf rv, out;
+  memcpy(&rv, &r, sizeof r);
+  vf p = exp_poly(rv);
+  __m512 pm, res;
+  memcpy(&pm, &p, sizeof pm);
+  res = _mm512_scalef_ps(pm, k);
+  res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+  memcpy(&out, &res, sizeof out);
+  return out;
+}
+#else
+// 2^k applied in two halves so that denormal results and results near FLT_MAX are right.
 inline vf vexp(vf x) {
   const float hi = 88.72283935546875f, lo = -103.972076416f;
   vi over = x > hi, under = x < lo, nan = x != x;
@@ -168,17 +205,12 @@ inline vf vexp(vf x) {
   vf t = __builtin_convertvector(__builtin_convertvector(y, vi), vf);
   vf kr = t - select(t > y, splat(1.f), splat(0.f));  // floor
   vf r = xc - kr * 0.693359375f + kr * 2.12194440e-4f;
-  vf p = splat(1.9875691500E-4f);
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r * r + r + 1.0f;
+  vf p = exp_poly(r);
   vi k = __builtin_convertvector(kr, vi), k1 = k >> 1, k2 = k - k1;
   vf res = p * (vf)((k1 + 127) << 23) * (vf)((k2 + 127) << 23);
   res = select(over, splat(__builtin_inff()), select(under, splat(0.f), res));
   return select(nan, x, res);
 }
+#endif
 
 }  // namespace braze::cpu::BRAZE_ISA
