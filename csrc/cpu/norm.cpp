@@ -26,12 +26,7 @@ template <class D> inline vf ld(const typename D::T* p, int64_t i, int64_t c, fl
 template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) {
   if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
 }
-// Output stores: streaming (non-temporal) when the whole output is larger than
-// the caches, so a write does not first read its line (see kStreamBytes).
-template <class D> inline void out(bool nt, typename D::T* p, int64_t i, int64_t c, vf v) {
-  if (nt && c == W) store_nt<D>(p + i, v); else st<D>(p, i, c, v);
-}
-constexpr int64_t kStreamBytes = 16 << 20;
+
 
 // sum(x*x) with two accumulators to hide FMA latency.
 template <class D> float sum_sq(const typename D::T* x, int64_t n) {
@@ -71,20 +66,17 @@ template <class D> inline vf weight(const typename D::T* w, int64_t i, int64_t c
 
 template <class D> void rms_norm_rows(const Args& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  const bool nt = a.rows * a.cols * int64_t(sizeof(T)) >= kStreamBytes;
   auto w = static_cast<const T*>(a.w);
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
     auto y = static_cast<T*>(a.y) + r * a.y_stride;
     vf s = splat(1.f / std::sqrt(sum_sq<D>(x, a.cols) / float(a.cols) + a.eps));
-    lanes(a.cols, [&](int64_t i, int64_t c) { out<D>(nt, y, i, c, ld<D>(x, i, c) * s * weight<D>(w, i, c, a.w_offset)); });
+    lanes(a.cols, [&](int64_t i, int64_t c) { st<D>(y, i, c, ld<D>(x, i, c) * s * weight<D>(w, i, c, a.w_offset)); });
   }
-  if (nt) store_fence();  // each thread orders its streaming stores before the pool joins
 }
 
 template <class D> void add_rms_norm_rows(const Args& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  const bool nt = a.rows * a.cols * int64_t(sizeof(T)) >= kStreamBytes;
   auto w = static_cast<const T*>(a.w);
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
@@ -102,16 +94,14 @@ template <class D> void add_rms_norm_rows(const Args& a, int64_t r0, int64_t r1)
     vf s = splat(1.f / std::sqrt(hsum(acc) / float(a.cols) + a.eps));
     lanes(a.cols, [&](int64_t i, int64_t c) {
       vf v = round_to<D>(ld<D>(x, i, c) + ld<D>(res, i, c));
-      out<D>(nt, h, i, c, v);
-      out<D>(nt, y, i, c, v * s * weight<D>(w, i, c, a.w_offset));
+      st<D>(h, i, c, v);
+      st<D>(y, i, c, v * s * weight<D>(w, i, c, a.w_offset));
     });
   }
-  if (nt) store_fence();  // each thread orders its streaming stores before the pool joins
 }
 
 template <class D> void layer_norm_rows(const Args& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  const bool nt = a.rows * a.cols * int64_t(sizeof(T)) >= kStreamBytes;
   auto w = static_cast<const T*>(a.w);
   auto b = static_cast<const T*>(a.b);
   for (int64_t r = r0; r < r1; ++r) {
@@ -123,15 +113,13 @@ template <class D> void layer_norm_rows(const Args& a, int64_t r0, int64_t r1) {
     lanes(a.cols, [&](int64_t i, int64_t c) {
       vf v = (ld<D>(x, i, c) - m) * s * weight<D>(w, i, c, 0.f);
       if (b) v += ld<D>(b, i, c);
-      out<D>(nt, y, i, c, v);
+      st<D>(y, i, c, v);
     });
   }
-  if (nt) store_fence();  // each thread orders its streaming stores before the pool joins
 }
 
 template <class D> void rms_norm_gated_rows(const Args& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  const bool nt = a.rows * a.cols * int64_t(sizeof(T)) >= kStreamBytes;
   auto w = static_cast<const T*>(a.w);
   const int64_t g = a.group;
   for (int64_t r = r0; r < r1; ++r) {
@@ -144,11 +132,10 @@ template <class D> void rms_norm_gated_rows(const Args& a, int64_t r0, int64_t r
         vf z = ld<D>(gate + g0, i, c);
         vf silu = z / (1.f + vexp(-z));
         vf wv = w ? ld<D>(w + g0, i, c) : splat(1.f);
-        out<D>(nt, y + g0, i, c, ld<D>(x + g0, i, c) * s * wv * silu);
+        st<D>(y + g0, i, c, ld<D>(x + g0, i, c) * s * wv * silu);
       });
     }
   }
-  if (nt) store_fence();  // each thread orders its streaming stores before the pool joins
 }
 
 // The VJPs accumulate dweight / dbias per static block of rows into f32

@@ -110,32 +110,6 @@ template <> inline void store<F16>(uint16_t* p, vf v) {
 #endif
 }
 
-// Non-temporal store where the address allows it: large outputs then skip the
-// read-for-ownership and do not evict the inputs still being read.
-template <class D> inline void store_nt(typename D::T* p, vf v) {
-#if defined(__SSE2__)
-  constexpr size_t bytes = sizeof(typename D::T) * W;
-  if ((uintptr_t(p) & (bytes - 1)) == 0) {
-    typename D::T tmp[W];
-    store<D>(tmp, v);
-#if defined(__AVX512F__)
-    if constexpr (bytes == 64) return _mm512_stream_si512((__m512i*)p, _mm512_loadu_si512(tmp));
-#endif
-#if defined(__AVX__)
-    if constexpr (bytes == 32) return _mm256_stream_si256((__m256i*)p, _mm256_loadu_si256((const __m256i*)tmp));
-#endif
-    if constexpr (bytes == 16) return _mm_stream_si128((__m128i*)p, _mm_loadu_si128((const __m128i*)tmp));
-  }
-#endif
-  store<D>(p, v);
-}
-
-inline void store_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
-
 // The last, partial vector of a row: n < W elements, the other lanes read as `fill`.
 template <class D> inline vf load_n(const typename D::T* p, int64_t n, float fill = 0.f) {
   typename D::T tmp[W];
