@@ -26,7 +26,7 @@ template <class C> struct RmsNorm {
         const float v = to_f32(q[0].v[e]);
         ss += v * v;
       }
-    }, w);
+    });
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
     rp.again({x}, [&](int k, int64_t c, int n, auto& q) {
       const auto wv = rp.weight(k, w, c, n);
@@ -47,7 +47,7 @@ template <class C> struct AddRmsNorm {
     T* h = row_ptr<T>(p.h, p.h_stride, row, p);  // may be res itself: each element is read before it is written, by the same thread
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
-    RowPass<C, 2> rp(g, p.cols);
+    RowPass<C, 2, true> rp(g, p.cols);
     float ss = 0.f;
     rp.first({x, res}, [&](int, int64_t c, int n, auto& q) {
 #pragma unroll
@@ -79,7 +79,7 @@ template <class C> struct LayerNorm {
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
     const T* b = vec_ptr<T>(p.b, row, p);
-    RowPass<C, 1> rp(g, p.cols);
+    RowPass<C, 1, true> rp(g, p.cols);
     float sum = 0.f;
     rp.first({x}, [&](int, int64_t, int, auto& q) {
 #pragma unroll
@@ -117,7 +117,7 @@ template <class C> struct RmsNormGated {
     const T* gate = row_ptr<T>(p.r, p.r_stride, row, p);
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
-    RowPass<C, 2> rp(g, p.cols);
+    RowPass<C, 2, true> rp(g, p.cols);
     float ss = 0.f;
     // Register form: the gate is loaded with x, while the reduction waits anyway.
     rp.template first<C::kLoop ? 1 : 2>({x, gate}, [&](int, int64_t, int, auto& q) {

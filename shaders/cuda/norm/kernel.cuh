@@ -14,7 +14,7 @@ template <class Op>
 struct HasFinish<Op, std::void_t<decltype(&Op::finish)>> : std::true_type {};
 
 template <class C, template <class> class OpT>
-__global__ void __launch_bounds__(C::kWarp ? 128 : OpT<C>::kMaxThreads, C::kWarp ? BRAZE_CUDA_MIN_BLOCKS * 4 : OpT<C>::kMinBlocks) norm_kernel(Params p) {
+__global__ void __launch_bounds__(C::kWarp ? 128 : OpT<C>::kMaxThreads, OpT<C>::kMinBlocks) norm_kernel(Params p) {
   __shared__ float reduce_buf[2][2][32];  // used by block-per-row groups only
   RowReduce<C::kWarp> reduce{reduce_buf};
   const Group<C> g;

@@ -66,12 +66,12 @@ template <class T> __device__ __forceinline__ const T* vec_ptr(const void* base,
 // first column, the number of valid elements n <= V (a partial pack is zero
 // padded) and the NIN packs, which it may modify: in register form the change
 // is what later passes see.
-template <class C, int NIN> struct RowPass {
+template <class C, int NIN, bool kKeepW = false> struct RowPass {
   using T = typename C::T;
   using P = Pack<T, C::V>;
   static constexpr int V = C::V, K = C::K;
   P q[K][NIN];
-  P wq[C::kLoop ? 1 : K];  // register form: the weight slice of this thread, loaded with the row
+  P wq[kKeepW && !C::kLoop ? K : 1];  // kKeepW, register form: the weight slice of this thread, loaded with the row
   int tid, size;
   int64_t cols;
 
@@ -88,7 +88,7 @@ template <class C, int NIN> struct RowPass {
       if (c < cols) {
 #pragma unroll
         for (int s = 0; s < NLOAD; ++s) q[k][s] = load_pack<T, V>(src[s], c, valid(c));
-        if (!C::kLoop && w) wq[k] = load_pack<T, V>(w, c, valid(c));
+        if (kKeepW && !C::kLoop && w) wq[k] = load_pack<T, V>(w, c, valid(c));
       }
     }
 #pragma unroll
@@ -111,13 +111,14 @@ template <class C, int NIN> struct RowPass {
     else batch<NLOAD>(0, src, f, w);
   }
 
-  // The weight pack of slot k at column c: kept from first() in register form.
+  // The weight pack of slot k at column c: kept from first() with kKeepW in
+  // register form, else loaded now.
   __device__ __forceinline__ P weight(int k, const T* w, int64_t c, int n) const {
     P r;
-    if constexpr (C::kLoop) {
-      if (w) r = load_pack<T, V>(w, c, n);
-    } else {
+    if constexpr (kKeepW && !C::kLoop) {
       r = wq[k];
+    } else {
+      if (w) r = load_pack<T, V>(w, c, n);
     }
     return r;
   }
