@@ -104,9 +104,10 @@ void run_typed(const Args& a, Params p, int64_t real_rows, cudaStream_t s) {
   const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
   if constexpr (!kIsVjp<OpT>) {
     if (p.rows == 0) return;
-    // One row group per row: capping the grid at the groups resident by thread
-    // count was measured slower on an H200 (registers allow fewer resident
-    // blocks, so the long-lived blocks ran in uneven waves).
+    // One row group per row. A grid capped at the groups resident by thread
+    // count (grid-stride) was not faster in one H200 run, measured together
+    // with another change; registers allow fewer resident blocks than threads
+    // do, so such long-lived blocks run in uneven waves.
     const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX);
     vec ? launch_form<OpT, T, Vv>(pl, p, s) : launch_form<OpT, T, 1>(pl, p, s);
     check_launch("norm kernel launch");
