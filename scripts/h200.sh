@@ -5,7 +5,7 @@
 # Peers missing there (Liger, array-api-compat) may be given as wheels in .whl/.
 set -uo pipefail
 out=${1:-gpu-out}
-fam=${2:-norm}
+fam=${2:-norm rope sampling}
 mkdir -p "$out"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -81,11 +81,10 @@ class Torch:
 
     @staticmethod
     def stream(a):
-        if a.device.type != "cuda":
+        dev = a.device
+        if dev.type != "cuda":
             return 0
-        import torch
-
-        return torch.cuda.current_stream(a.device).cuda_stream
+        return _torch_raw_stream(dev.index)
 
     @staticmethod
     def wrap(buf, like):
@@ -94,6 +93,17 @@ class Torch:
     @staticmethod
     def copy_into(dst, src):
         dst.copy_(src)
+
+
+def _torch_raw_stream(index):
+    """The current CUDA stream handle of device `index`: torch's raw getter
+    (what Triton launches with) is ~10x cheaper than current_stream()."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(index)
+    return torch.cuda.current_stream(index).cuda_stream
 
 
 class Cupy:
