@@ -19,6 +19,8 @@ ROTATE_BYTES = {"cpu": 96 << 20, "cuda": 256 << 20}  # inputs rotated past the l
 
 
 def commit():
+    if os.environ.get("BRAZE_COMMIT"):  # a copy of the tree without .git (e.g. a GPU machine)
+        return os.environ["BRAZE_COMMIT"]
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
