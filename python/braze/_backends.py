@@ -7,6 +7,7 @@ on machines without a GPU toolkit or driver.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import platform
 
 from . import _cpu
@@ -51,10 +52,9 @@ def _explain_missing(backend, err):
 
 def built(backend):
     try:
-        importlib.util.find_spec(f"braze._{backend}")
+        return importlib.util.find_spec(f"braze._{backend}") is not None
     except (ImportError, ValueError):
         return False
-    return importlib.util.find_spec(f"braze._{backend}") is not None
 
 
 def usable(backend):
