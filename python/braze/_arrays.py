@@ -13,11 +13,22 @@ import numpy as np
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _DEVICES = {1: "cpu", 2: "cuda", 3: "cpu", 8: "metal"}
+_TORCH_DEVICES = {"cpu": "cpu", "cuda": "cuda", "mps": "metal"}
+
+
+def dlpack_device(a):
+    """('cpu' | 'cuda' | 'metal', index) from DLPack."""
+    kind, idx = a.__dlpack_device__()
+    return _DEVICES.get(int(kind), f"dlpack device {int(kind)}"), int(idx)
 
 
 class Numpy:
     name = "numpy"
     immutable = False
+
+    @staticmethod
+    def device(a):
+        return "cpu", 0
 
     @staticmethod
     def native(a):
@@ -53,12 +64,25 @@ class Numpy:
 
 
 class Torch:
+    """torch tensors enter as DLPack capsules from torch's C exporter: its
+    Python ``__dlpack__`` costs ~2 us a call, a lot at decode shapes."""
+
     name = "torch"
     immutable = False
+    _to_dlpack = None
 
     @staticmethod
-    def native(a):
-        return a.detach() if a.requires_grad else a
+    def device(a):
+        d = a.device
+        return _TORCH_DEVICES.get(d.type, d.type), d.index or 0
+
+    @classmethod
+    def native(cls, a):
+        if cls._to_dlpack is None:
+            import torch
+
+            cls._to_dlpack = getattr(torch._C, "_to_dlpack", None) or torch.utils.dlpack.to_dlpack
+        return cls._to_dlpack(a.detach() if a.requires_grad else a)
 
     @staticmethod
     def is_bf16(a):
@@ -72,8 +96,9 @@ class Torch:
     def empty(like, shape, dtype=None):
         import torch
 
-        dt = like.dtype if dtype is None else getattr(torch, dtype)
-        return torch.empty(shape, dtype=dt, device=like.device)
+        if dtype is None:
+            return like.new_empty(shape)
+        return like.new_empty(shape, dtype=getattr(torch, dtype))
 
     @staticmethod
     def writable(a):
@@ -109,6 +134,7 @@ def _torch_raw_stream(index):
 class Cupy:
     name = "cupy"
     immutable = False
+    device = staticmethod(dlpack_device)
 
     @staticmethod
     def native(a):
@@ -153,6 +179,7 @@ class _Immutable(Numpy):
     buffers handed back as the framework's array."""
 
     immutable = True
+    device = staticmethod(dlpack_device)
 
     @staticmethod
     def is_bf16(a):
@@ -209,9 +236,8 @@ def framework(a, name="x"):
 
 
 def device(a):
-    """('cpu' | 'cuda' | 'metal', index) from DLPack."""
-    kind, idx = a.__dlpack_device__()
-    return _DEVICES.get(int(kind), f"dlpack device {int(kind)}"), int(idx)
+    """('cpu' | 'cuda' | 'metal', index) of any supported array."""
+    return framework(a).device(a)
 
 
 def _np_dtype(name):

@@ -12,7 +12,7 @@ import numbers
 import warnings
 
 from . import _backends
-from ._arrays import device, framework
+from ._arrays import framework
 
 _warned = set()
 
@@ -36,7 +36,7 @@ class Call:
         self.op = op
         self.x = x
         fw = self.fw = framework(x, name)
-        self.backend = device(x)[0]
+        self.backend = fw.device(x)[0]
         mod = _backends.module(self.backend) if self.backend in _backends.NAMES else None
         self.kernel = getattr(mod, op, None) if mod is not None else None
         self.bf16 = fw.is_bf16(x)
