@@ -72,4 +72,20 @@ inline void require_device(const Tensor& t, Device want, const char* backend) {
 
 
 
+// What every family's entry points share: the backend's launcher for that
+// family's Args, and the device its arrays must be on. run() checks devices,
+// then launches with the GIL released.
+template <class Args> struct Launcher {
+  using Fn = void (*)(const Args&, uintptr_t stream);
+  Fn launch;
+  Device device;
+  const char* backend;
+
+  void run(const Args& a, std::initializer_list<const Tensor*> ts, uintptr_t stream) const {
+    for (const Tensor* t : ts) require_device(*t, device, backend);
+    nb::gil_scoped_release nogil;
+    launch(a, stream);
+  }
+};
+
 }  // namespace braze::bind

@@ -3,22 +3,11 @@
 namespace braze::bind {
 
 namespace {
-struct Ctx {
-  NormLaunch launch;
-  Device device;
-  const char* backend;
-
-  void run(const norm::Args& a, std::initializer_list<const Tensor*> ts, uintptr_t stream) const {
-    for (const Tensor* t : ts) require_device(*t, device, backend);
-    nb::gil_scoped_release nogil;
-    launch(a, stream);
-  }
-};
+using Ctx = Launcher<norm::Args>;
 }  // namespace
 
 void bind_norm(nb::module_& m, NormLaunch launch, Device device, const char* backend) {
   Ctx ctx{launch, device, backend};
-  const auto none = nb::none();
 
   m.def("rms_norm", [ctx](Array x, OptArray w, Array out, double eps, double w_offset, bool bf16, uintptr_t stream) {
     Tensor tx = tensor("x", x, bf16), tw = tensor("weight", w, bf16), to = tensor("out", out, bf16);
@@ -72,7 +61,6 @@ void bind_norm(nb::module_& m, NormLaunch launch, Device device, const char* bac
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("dy"), nb::arg("dx"),
      nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("eps"), nb::arg("bf16") = false,
      nb::arg("stream") = 0);
-  (void)none;
 }
 
 }  // namespace braze::bind

@@ -13,17 +13,7 @@ rope::Options options(double base, int64_t rotary_dim, bool interleaved, double 
   return o;
 }
 
-struct Ctx {
-  RopeLaunch launch;
-  Device device;
-  const char* backend;
-
-  void run(const rope::Args& a, std::initializer_list<const Tensor*> ts, uintptr_t stream) const {
-    for (const Tensor* t : ts) require_device(*t, device, backend);
-    nb::gil_scoped_release nogil;
-    launch(a, stream);
-  }
-};
+using Ctx = Launcher<rope::Args>;
 }  // namespace
 
 // rotary_dim < 0 means the whole head.

@@ -6,17 +6,7 @@ namespace {
 using sampling::Op;
 using sampling::ParamIn;
 
-struct Ctx {
-  SamplingLaunch launch;
-  Device device;
-  const char* backend;
-
-  void run(const sampling::Args& a, std::initializer_list<const Tensor*> ts, uintptr_t stream) const {
-    for (const Tensor* t : ts) require_device(*t, device, backend);
-    nb::gil_scoped_release nogil;
-    launch(a, stream);
-  }
-};
+using Ctx = Launcher<sampling::Args>;
 
 // A per-row parameter: `value` unless the array is given (float32 / int32 [B]).
 struct Param {

@@ -42,32 +42,24 @@ void sincos(const float* ang, float* s_out, float* c_out, int64_t n, float scale
   }
 }
 
-template <class D> inline vf ld(const typename D::T* p, int64_t c) { return c == W ? load<D>(p) : load_n<D>(p, c); }
-template <class D> inline void st(typename D::T* p, int64_t c, vf v) {
-  if (c == W) store<D>(p, v); else store_n<D>(p, v, c);
-}
-
 // y[:h] = x1 c - x2 s, y[h:2h] = x2 c + x1 s with x1 = x[:h], x2 = x[h:2h].
 template <class D> inline void rotate_half(const typename D::T* x, typename D::T* y, const float* c,
                                            const float* s, int64_t h) {
-  for (int64_t i = 0; i < h; i += W) {
-    const int64_t n = h - i < W ? h - i : W;
-    vf x1 = ld<D>(x + i, n), x2 = ld<D>(x + h + i, n), cv = ld<F32>(c + i, n), sv = ld<F32>(s + i, n);
-    st<D>(y + i, n, x1 * cv - x2 * sv);
-    st<D>(y + h + i, n, x2 * cv + x1 * sv);
-  }
+  lanes(h, [&](int64_t i, int64_t n) {
+    vf x1 = ld<D>(x, i, n), x2 = ld<D>(x + h, i, n), cv = ld<F32>(c, i, n), sv = ld<F32>(s, i, n);
+    st<D>(y, i, n, x1 * cv - x2 * sv);
+    st<D>(y + h, i, n, x2 * cv + x1 * sv);
+  });
 }
 
 // Pairs (x[2i], x[2i+1]); c and s are expanded to one entry per element, with s
 // negated on the even lanes: y = x c + swap_pairs(x) s.
 template <class D> inline void rotate_pairs(const typename D::T* x, typename D::T* y, const float* c,
                                             const float* s, int64_t rot) {
-  for (int64_t i = 0; i < rot; i += W) {
-    const int64_t n = rot - i < W ? rot - i : W;
-    vf v = ld<D>(x + i, n);
-    vf sw = swap_pairs(v);
-    st<D>(y + i, n, v * ld<F32>(c + i, n) + sw * ld<F32>(s + i, n));
-  }
+  lanes(rot, [&](int64_t i, int64_t n) {
+    vf v = ld<D>(x, i, n);
+    st<D>(y, i, n, v * ld<F32>(c, i, n) + swap_pairs(v) * ld<F32>(s, i, n));
+  });
 }
 
 template <class D> void rotate_part(const Args& a, const Part& p, int64_t t, const float* c, const float* s) {
@@ -125,12 +117,7 @@ void rope_run(const Args& a) {
     for (int64_t i = 0; i < a.rot / 2; ++i) table[size_t(i)] = rope::default_inv_freq(a.base, i, a.rot);
     inv_freq = table.data();
   }
-  switch (a.dtype) {
-    case DType::f32: return run_typed<F32>(a, inv_freq);
-    case DType::f16: return run_typed<F16>(a, inv_freq);
-    case DType::bf16: return run_typed<BF16>(a, inv_freq);
-    default: throw TypeError(std::string("unsupported dtype ") + dtype_name(a.dtype));
-  }
+  with_float_dtype(a.dtype, [&](auto d) { run_typed<decltype(d)>(a, inv_freq); });
 }
 
 }  // namespace braze::cpu::BRAZE_ISA

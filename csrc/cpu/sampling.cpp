@@ -29,17 +29,6 @@ using sampling::Op;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kChunk = 2048;
 
-template <class F> inline void lanes(int64_t n, F body) {
-  int64_t i = 0;
-  for (; i + W <= n; i += W) body(i, int64_t(W));
-  if (i < n) body(i, n - i);
-}
-template <class D> inline vf ld(const typename D::T* p, int64_t i, int64_t c, float fill = 0.f) {
-  return c == W ? load<D>(p + i) : load_n<D>(p + i, c, fill);
-}
-template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) {
-  if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
-}
 inline bool any(vi m) {
   for (int i = 0; i < W; ++i)
     if (m[i]) return true;
@@ -411,12 +400,7 @@ template <class D> void run_typed(const Args& a) {
 }  // namespace
 
 void sampling_run(const Args& a) {
-  switch (a.dtype) {
-    case DType::f32: return run_typed<F32>(a);
-    case DType::f16: return run_typed<F16>(a);
-    case DType::bf16: return run_typed<BF16>(a);
-    default: throw TypeError(std::string("unsupported dtype ") + dtype_name(a.dtype));
-  }
+  with_float_dtype(a.dtype, [&](auto d) { run_typed<decltype(d)>(a); });
 }
 
 }  // namespace braze::cpu::BRAZE_ISA

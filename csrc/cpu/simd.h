@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include <string>
+
 #include "core/dtype.h"
+#include "core/error.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -121,6 +124,30 @@ template <class D> inline void store_n(typename D::T* p, vf v, int64_t n) {
   typename D::T tmp[W];
   store<D>(tmp, v);
   memcpy(p, tmp, size_t(n) * sizeof(typename D::T));
+}
+
+// Walks [0, n) in W-lane steps; body(i, count) with count == W except the tail.
+template <class F> inline void lanes(int64_t n, F body) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) body(i, int64_t(W));
+  if (i < n) body(i, n - i);
+}
+// Load / store `c` lanes at p + i (c == W, or the tail with `fill` beyond it).
+template <class D> inline vf ld(const typename D::T* p, int64_t i, int64_t c, float fill = 0.f) {
+  return c == W ? load<D>(p + i) : load_n<D>(p + i, c, fill);
+}
+template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) {
+  if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
+}
+
+// Calls f(D{}) with D the storage type of a float dtype.
+template <class F> inline void with_float_dtype(DType t, F f) {
+  switch (t) {
+    case DType::f32: return f(F32{});
+    case DType::f16: return f(F16{});
+    case DType::bf16: return f(BF16{});
+    default: throw TypeError(std::string("unsupported dtype ") + dtype_name(t));
+  }
 }
 
 // Rounds to the storage dtype and back, in registers.
