@@ -3,6 +3,8 @@ identities, in-place and fused-qkv views, positions, MLX parity, errors, and
 the frequency scalings against scalar evaluations of their formulas."""
 import math
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -35,7 +37,7 @@ def test_parity(spec, shape, case, strided, dtype, backend):
         pytest.skip("testing.convert_inputs keeps only row-padded views; see test_cuda_fused_qkv_in_place")
     if backend == "cuda" and len(shape) == (3 if spec.name == "rope" else 4) - 1:
         pytest.skip("testing.convert_inputs turns 0-d positions into shape (1,) (np.ascontiguousarray)")
-    res = testing.check(spec, backend, dtype, shape, case, strided, seed=hash((spec.name, shape)) % 2**32)
+    res = testing.check(spec, backend, dtype, shape, case, strided, seed=zlib.crc32(f"{spec.name}{shape}{dtype}".encode()))
     assert res.ok, res.message
 
 
