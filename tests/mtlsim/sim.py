@@ -13,6 +13,7 @@ from .build import ROOT, build, sanitizing
 NORM_OPS = ("rms_norm", "layer_norm", "add_rms_norm", "rms_norm_gated",
             "rms_norm_vjp", "layer_norm_vjp")               # NormOp order (plans/norm.h)
 NORM_ROLES = ("x", "weight", "bias", "aux", "out", "aux_out", "dweight", "dbias")  # NormRole
+ROPE_ROLES = ("q", "k", "positions", "inv_freq", "q_out", "k_out")  # RopeRole (plans/rope.h)
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}          # DType order (plans/plan.h)
 
 
@@ -116,6 +117,49 @@ class NormLibrary(Library):
             raise SimError(err.value.decode())
 
 
+class RopeLibrary(Library):
+    def run(self, q, positions, inv_freq, q_out, *, k=None, k_out=None, rotary_dim=None,
+            interleaved=False, inverse=False, attention_scale=1.0, seed: int = 0,
+            shuffle: bool = False) -> None:
+        """Runs rope (k None) or rope_qk through plan_rope. q, k, q_out, k_out
+        are [tokens, heads, dim] arrays (last axis contiguous, token and head
+        axes may be strided); positions [tokens] int32 / int64; inv_freq
+        [rot / 2] float32. `q_out is q` (and `k_out is k`) is in place."""
+        qk = k is not None
+        tokens, hq, dim = q.shape
+        hk = k.shape[1] if qk else 0
+        rot = dim if rotary_dim is None else rotary_dim
+        arrays = (q, k, positions, inv_freq, q_out, k_out)
+        for a in (q, k, q_out, k_out):
+            if a is not None:
+                assert a.dtype == q.dtype and a.ndim == 3 and a.shape[0] == tokens and a.shape[2] == dim
+                assert a.strides[2] == a.itemsize or dim <= 1 or a.size == 0
+        assert positions.dtype in (np.int32, np.int64) and positions.shape == (tokens,)
+        assert inv_freq.dtype == np.float32 and inv_freq.shape == (rot // 2,)
+        el = lambda a, i: 0 if a is None else a.strides[i] // a.itemsize  # noqa: E731
+        ints = (ctypes.c_int * 7)(int(qk), DTYPES[q.dtype.name], int(positions.dtype == np.int64),
+                                  int(interleaved), int(inverse), int(q_out is q),
+                                  int(qk and k_out is k))
+        sizes = (ctypes.c_ulonglong * 5)(tokens, dim, rot, hq, hk)
+        strides = (ctypes.c_longlong * 9)(el(positions, 0), el(q, 0), el(q, 1), el(q_out, 0), el(q_out, 1),
+                                          el(k, 0), el(k, 1), el(k_out, 0), el(k_out, 1))
+        ptrs = (ctypes.c_void_p * 6)(*[_ptr(a) if a is not None and a.size else None for a in arrays])
+        extents = (ctypes.c_ulonglong * 6)(*[0 if a is None else _extent(a) for a in arrays])
+        err = ctypes.create_string_buffer(1024)
+        rc = self.lib.mtlsim_rope(ints, sizes, strides, ctypes.c_float(attention_scale), ptrs, extents,
+                                  ctypes.c_ulonglong(seed), int(shuffle), err, len(err))
+        if rc:
+            raise SimError(err.value.decode())
+
+
+def rope_library() -> RopeLibrary:
+    shaders = sorted((ROOT / "shaders" / "metal" / "rope").glob("*.metal"))
+    host = [ROOT / "csrc" / "metal" / "plans" / "plan.cpp",
+            ROOT / "csrc" / "metal" / "plans" / "rope.cpp",
+            Path(__file__).resolve().parent / "sim_rope.cpp"]
+    return RopeLibrary(build("rope", shaders, host))
+
+
 def norm_library() -> NormLibrary:
     shaders = sorted((ROOT / "shaders" / "metal" / "norm").glob("*.metal"))
     host = [ROOT / "csrc" / "metal" / "plans" / "plan.cpp",
@@ -128,6 +172,8 @@ def family_library(family: str) -> Library:
     """The simulated library of shaders/metal/<family>/ (with its launch plans)."""
     if family == "norm":
         return norm_library()
+    if family == "rope":
+        return rope_library()
     return Library(build(family, sorted((ROOT / "shaders" / "metal" / family).glob("*.metal")), []))
 
 

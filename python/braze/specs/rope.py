@@ -14,7 +14,7 @@ from .._spec import OpSpec, register
 from ..reference import rope as ref
 from ._inputs import cast, itemsize, numel
 
-BACKENDS = ("cpu", "cuda")
+BACKENDS = ("cpu", "cuda", "metal")
 CASES = (
     {},
     {"interleaved": True},
