@@ -1,3 +1,5 @@
+import zlib
+
 import pytest
 
 from braze import _backends
@@ -16,3 +18,21 @@ def backend_params():
     return [pytest.param("cpu", id="cpu"),
             pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda,
                          pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")])]
+
+
+def parity_params(specs, strided_cases=(0,)):
+    """(spec, shape, case, strided) for every shape x option case of `specs`,
+    plus strided-row views of multi-row shapes for the cases listed."""
+    for spec in specs:
+        for shape in spec.shapes + spec.edge_shapes:
+            sid = f"{spec.name}-{'x'.join(map(str, shape))}"
+            for ci, case in enumerate(spec.cases):
+                yield pytest.param(spec, shape, case, False, id=f"{sid}-case{ci}")
+            if len(shape) >= 2 and shape[0] > 1:
+                for ci in strided_cases:
+                    yield pytest.param(spec, shape, spec.cases[ci], True, id=f"{sid}-strided{ci}")
+
+
+def parity_seed(spec, shape, dtype):
+    """A seed per test that is the same in every process (str hashes are salted)."""
+    return zlib.crc32(f"{spec.name}{shape}{dtype}".encode())

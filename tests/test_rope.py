@@ -3,33 +3,20 @@ identities, in-place and fused-qkv views, positions, MLX parity, errors, and
 the frequency scalings against scalar evaluations of their formulas."""
 import math
 
-import zlib
-
 import numpy as np
 import pytest
 
 import braze
 from braze import _spec, testing
 from braze.reference import rope as ref
-from conftest import backend_params
+from conftest import backend_params, parity_params, parity_seed
 
 SPECS = [s for s in _spec.ops("rope")]
 
 
-def _params():
-    for spec in SPECS:
-        for shape in spec.shapes + spec.edge_shapes:
-            sid = f"{spec.name}-{'x'.join(map(str, shape))}"
-            for ci, case in enumerate(spec.cases):
-                yield pytest.param(spec, shape, case, False, id=f"{sid}-case{ci}")
-            if shape[0] > 1:
-                for ci in (0, 2):  # strided views (fused qkv for rope_qk), full and partial rotary_dim
-                    yield pytest.param(spec, shape, spec.cases[ci], True, id=f"{sid}-strided{ci}")
-
-
 @pytest.mark.parametrize("backend", backend_params())
 @pytest.mark.parametrize("dtype", _spec.FLOAT_DTYPES)
-@pytest.mark.parametrize("spec,shape,case,strided", list(_params()))
+@pytest.mark.parametrize("spec,shape,case,strided", list(parity_params(SPECS, strided_cases=(0, 2))))
 def test_parity(spec, shape, case, strided, dtype, backend):
     if backend not in spec.backends or dtype not in spec.dtypes:
         pytest.skip(f"{spec.name} does not claim {backend}/{dtype}")
@@ -37,7 +24,7 @@ def test_parity(spec, shape, case, strided, dtype, backend):
         pytest.skip("testing.convert_inputs keeps only row-padded views; see test_cuda_fused_qkv_in_place")
     if backend == "cuda" and len(shape) == (3 if spec.name == "rope" else 4) - 1:
         pytest.skip("testing.convert_inputs turns 0-d positions into shape (1,) (np.ascontiguousarray)")
-    res = testing.check(spec, backend, dtype, shape, case, strided, seed=zlib.crc32(f"{spec.name}{shape}{dtype}".encode()))
+    res = testing.check(spec, backend, dtype, shape, case, strided, seed=parity_seed(spec, shape, dtype))
     assert res.ok, res.message
 
 

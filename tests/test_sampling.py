@@ -8,28 +8,19 @@ import pytest
 import braze
 from braze import _spec, testing
 from braze.reference import sampling as ref
-from conftest import backend_params
+from conftest import backend_params, parity_params, parity_seed
 
 S = braze.sampling
 SPECS = _spec.ops("sampling")
 
 
-def _params():
-    for spec in SPECS:
-        for shape in spec.shapes + spec.edge_shapes:
-            for ci, case in enumerate(spec.cases):
-                yield pytest.param(spec, shape, case, False, id=f"{spec.name}-{'x'.join(map(str, shape))}-case{ci}")
-            if shape[0] > 1:
-                yield pytest.param(spec, shape, spec.cases[0], True, id=f"{spec.name}-{'x'.join(map(str, shape))}-strided")
-
-
 @pytest.mark.parametrize("backend", backend_params())
 @pytest.mark.parametrize("dtype", _spec.FLOAT_DTYPES)
-@pytest.mark.parametrize("spec,shape,case,strided", list(_params()))
+@pytest.mark.parametrize("spec,shape,case,strided", list(parity_params(SPECS)))
 def test_parity(spec, shape, case, strided, dtype, backend):
     if backend not in spec.backends or dtype not in spec.dtypes:
         pytest.skip(f"{spec.name} does not claim {backend}/{dtype}")
-    res = testing.check(spec, backend, dtype, shape, case, strided, seed=sum(map(ord, spec.name)) + shape[-1])
+    res = testing.check(spec, backend, dtype, shape, case, strided, seed=parity_seed(spec, shape, dtype))
     assert res.ok, res.message
 
 
