@@ -1,6 +1,6 @@
 """braze: hand-written fused kernels for LLM inference, one API over CPU, CUDA and Metal.
 
-Families: ``braze.norm`` (and more to come). Every function takes numpy,
+Families: ``braze.norm``, ``braze.rope``, ``braze.sampling``. Every function takes numpy,
 torch, CuPy, JAX or MLX arrays and returns the caller's array type on the
 caller's device, without copies.
 """
@@ -10,4 +10,4 @@ from . import norm  # noqa: E402
 from . import rope  # noqa: E402
 from . import sampling  # noqa: E402
 
-__all__ = ["norm", "__version__"]
+__all__ = ["norm", "rope", "sampling", "__version__"]
