@@ -15,6 +15,9 @@ NORM_OPS = ("rms_norm", "layer_norm", "add_rms_norm", "rms_norm_gated",
 NORM_ROLES = ("x", "weight", "bias", "aux", "out", "aux_out", "dweight", "dbias")  # NormRole
 ROPE_ROLES = ("q", "k", "positions", "inv_freq", "q_out", "k_out")  # RopeRole (plans/rope.h)
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}          # DType order (plans/plan.h)
+SAMPLING_OPS = ("softmax", "log_softmax", "logsumexp", "argmax", "top_k_mask", "top_p_mask", "min_p_mask",
+                "apply_penalties", "sample", "philox_uniform")    # SamplingOp order (plans/sampling.h)
+SAMPLING_ROLES = ("x", "out", "temperature", "top_k", "p", "min_p", "ids")  # SamplingRole
 
 
 class SimError(RuntimeError):
@@ -152,6 +155,63 @@ class RopeLibrary(Library):
             raise SimError(err.value.decode())
 
 
+class SamplingLibrary(Library):
+    def run(self, op: str, x, out, *, temperature=1.0, top_k=0, p=1.0, min_p=0.0, ids=None,
+            repetition=1.0, frequency=0.0, presence=0.0, seed: int = 0, offset: int = 0,
+            sim_seed: int = 0, shuffle: bool = False) -> None:
+        """Runs sampling op `op` through plan_sampling. x: logits [rows, cols]
+        (last axis contiguous, rows may be strided; None for philox_uniform);
+        out: [rows, cols] rows or a [rows] vector (`out is x`: in place).
+        temperature / top_k / p / min_p: a scalar or a [rows] array (float32,
+        int32 for top_k); p is top_p, or the p of min_p_mask. ids: int32
+        [rows, L] token ids of apply_penalties."""
+        rows = out.shape[0]
+        cols = x.shape[1] if x is not None else 0
+        params = {"temperature": (temperature, np.float32), "top_k": (top_k, np.int32),
+                  "p": (p, np.float32), "min_p": (min_p, np.float32)}
+        arrays = {"x": x, "out": out, "ids": ids}
+        scalars = {}
+        for name, (v, dt) in params.items():
+            if isinstance(v, np.ndarray):
+                assert v.dtype == dt and v.shape == (rows,), name
+                arrays[name] = v
+                scalars[name] = 0
+            else:
+                scalars[name] = v
+        if x is not None:
+            assert x.ndim == 2 and (x.strides[1] == x.itemsize or cols <= 1 or x.size == 0)
+        if out.ndim == 2:
+            assert out.shape == x.shape and (out.strides[1] == out.itemsize or cols <= 1 or out.size == 0)
+        if ids is not None:
+            assert ids.dtype == np.int32 and ids.ndim == 2 and ids.shape[0] == rows
+            assert ids.strides[1] == 4 or ids.shape[1] <= 1
+        el = lambda a, i: 0 if a is None or a.ndim <= i else a.strides[i] // a.itemsize  # noqa: E731
+        dtype = DTYPES[x.dtype.name] if x is not None else 0
+        ints = (ctypes.c_int * 8)(SAMPLING_OPS.index(op), dtype,
+                                  *[int(isinstance(arrays.get(n), np.ndarray)) for n in ("temperature", "top_k", "p", "min_p")],
+                                  int(out is x), int(scalars["top_k"]))
+        sizes = (ctypes.c_ulonglong * 5)(rows, cols, 0 if ids is None else ids.shape[1], seed, offset)
+        strides = (ctypes.c_longlong * 3)(el(x, 0), el(out, 0) if out.ndim == 2 else 0, el(ids, 0))
+        floats = (ctypes.c_float * 6)(scalars["temperature"], scalars["p"], scalars["min_p"], repetition,
+                                      frequency, presence)
+        order = [arrays.get(r) for r in SAMPLING_ROLES]
+        ptrs = (ctypes.c_void_p * 7)(*[_ptr(a) if a is not None and a.size else None for a in order])
+        extents = (ctypes.c_ulonglong * 7)(*[0 if a is None else _extent(a) for a in order])
+        err = ctypes.create_string_buffer(1024)
+        rc = self.lib.mtlsim_sampling(ints, sizes, strides, floats, ptrs, extents,
+                                      ctypes.c_ulonglong(sim_seed), int(shuffle), err, len(err))
+        if rc:
+            raise SimError(err.value.decode())
+
+
+def sampling_library() -> SamplingLibrary:
+    shaders = sorted((ROOT / "shaders" / "metal" / "sampling").glob("*.metal"))
+    host = [ROOT / "csrc" / "metal" / "plans" / "plan.cpp",
+            ROOT / "csrc" / "metal" / "plans" / "sampling.cpp",
+            Path(__file__).resolve().parent / "sim_sampling.cpp"]
+    return SamplingLibrary(build("sampling", shaders, host))
+
+
 def rope_library() -> RopeLibrary:
     shaders = sorted((ROOT / "shaders" / "metal" / "rope").glob("*.metal"))
     host = [ROOT / "csrc" / "metal" / "plans" / "plan.cpp",
@@ -174,6 +234,8 @@ def family_library(family: str) -> Library:
         return norm_library()
     if family == "rope":
         return rope_library()
+    if family == "sampling":
+        return sampling_library()
     return Library(build(family, sorted((ROOT / "shaders" / "metal" / family).glob("*.metal")), []))
 
 

@@ -37,6 +37,9 @@ inline uint min(uint a, uint b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }
 template <class T> T select(T a, T b, bool c) { return c ? b : a; }
+// High 32 bits of the 64-bit product (integer overloads of MSL's mulhi).
+inline uint mulhi(uint a, uint b) { return uint((uint64_t(a) * uint64_t(b)) >> 32); }
+inline int mulhi(int a, int b) { return int((int64_t(a) * int64_t(b)) >> 32); }
 template <class T, class U> T as_type(const U& u) {
   static_assert(sizeof(T) == sizeof(U), "as_type needs equal sizes");
   T t;
@@ -126,6 +129,26 @@ template <class T> __attribute__((noinline)) T simd_shuffle_down(T v, ushort del
 }
 template <class T> __attribute__((noinline)) T simd_shuffle_up(T v, ushort delta) {
   return detail::collective(v, &detail::shuffle_fn<T, 3>, delta, MTLSIM_SITE);
+}
+// simd_min: integers compare as integers, floats as float (fmin: NaN loses).
+namespace detail {
+inline float minof(float a, float b) { return __builtin_fminf(a, b); }
+inline uint minof(uint a, uint b) { return b < a ? b : a; }
+inline int minof(int a, int b) { return b < a ? b : a; }
+template <class T> void reduce_min_fn(const mtlsim::SimdGroupView& g, unsigned lane) {
+  bool first = true;
+  T acc{};
+  for (unsigned l = 0; l < 32; ++l) {
+    if (!(g.live_mask >> l & 1u)) continue;
+    T v = lane_in<T>(g, l);
+    acc = first ? v : minof(acc, v);
+    first = false;
+  }
+  lane_out(g, lane, acc);
+}
+}  // namespace detail
+template <class T> __attribute__((noinline)) T simd_min(T v) {
+  return detail::collective(v, &detail::reduce_min_fn<T>, 0, MTLSIM_SITE);
 }
 #undef MTLSIM_SITE
 

@@ -1,0 +1,200 @@
+"""The Metal sampling kernels (shaders/metal/sampling/), run by the MSL
+simulator through the same launch plan as the Metal executor, against the
+float64 reference of braze.reference.sampling on the rounded inputs. Outputs
+start as NaN (or a poison index). MTLSIM_SANITIZE=1 runs them under ASan +
+UBSan."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mtlsim  # noqa: E402
+from braze.reference import sampling as ref  # noqa: E402
+
+DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
+HERE = Path(__file__).resolve().parent
+POISON = -7  # int outputs start here (never a token, never -1)
+
+# MTLSIM_SANITIZE=1: ASan must be loaded first, so this module reruns itself in
+# a child process that preloads it; in the parent only that test runs.
+RELAUNCH = mtlsim.needs_relaunch()
+simulated = pytest.mark.skipif(
+    RELAUNCH or not sys.platform.startswith("linux"),
+    reason="the sanitized child process runs these" if RELAUNCH else "the MSL simulator runs on Linux")
+
+
+@pytest.mark.skipif(not RELAUNCH, reason="only with MTLSIM_SANITIZE=1")
+def test_under_sanitizers():
+    r = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
+                       env=mtlsim.sanitizer_env(), capture_output=True, text=True, cwd=HERE.parent)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert " passed" in r.stdout, r.stdout[-2000:]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return mtlsim.sampling_library()
+
+
+# ---------------------------------------------------------------- inputs
+def logits(rng, rows, cols, key, *, strided=False, special=(), scale=2.0):
+    """[rows, cols] normal logits of dtype `key`; strided: a view into rows
+    padded by 5. special: row kinds put in the first rows, in order:
+    "neginf" (some -inf), "nan" (one NaN), "allneginf", "posinf" (one +inf),
+    "ties" (the max 9.0 at three places), "inf_nan" (-inf everywhere but one NaN)."""
+    dt = DTYPES[key]
+    full = (rng.standard_normal((rows, cols + (5 if strided else 0))) * scale).astype(dt)
+    x = full[:, :cols]
+    for r, kind in enumerate(special):
+        if r >= rows:
+            break
+        if kind == "neginf":
+            x[r, rng.choice(cols, max(1, cols // 3), replace=False)] = -np.inf
+        elif kind == "nan":
+            x[r, rng.integers(cols)] = np.nan
+        elif kind == "allneginf":
+            x[r] = -np.inf
+        elif kind == "posinf":
+            x[r, rng.integers(cols)] = np.inf
+        elif kind == "ties":  # wide rows: the ties fall on one thread (1024 threads)
+            at = (rng.integers(1024) + np.arange(3) * 1024 if cols > 3072
+                  else rng.choice(cols, min(cols, 3), replace=False))
+            x[r, at] = dt.type(9.0)
+        elif kind == "inf_nan":
+            x[r] = -np.inf
+            x[r, rng.integers(cols)] = np.nan
+    return x
+
+
+def f64(a):
+    return np.asarray(a).astype(np.float64)
+
+
+def row_param(rng, rows, kind, lo, hi, dtype=np.float32):
+    """A scalar (kind "scalar": the midpoint) or a per-row array."""
+    if kind == "scalar":
+        return float(np.float32((lo + hi) / 2)) if dtype == np.float32 else int((lo + hi) // 2)
+    if dtype == np.int32:
+        return rng.integers(lo, hi, rows).astype(np.int32)
+    return rng.uniform(lo, hi, rows).astype(np.float32)
+
+
+def poisoned(shape, dtype, strided=False):
+    """An output full of NaN (float) or POISON (int); strided: a view into padded rows."""
+    fill = POISON if np.dtype(dtype).kind == "i" else np.nan
+    if strided and len(shape) == 2:
+        return np.full((shape[0], shape[1] + 3), fill, dtype)[:, :shape[1]]
+    return np.full(shape, fill, dtype)
+
+
+def padding_untouched(view):
+    if view.base is None or view.base.shape == view.shape:
+        return True
+    pad = np.asarray(view.base)[:, view.shape[1]:]
+    return bool(np.isnan(pad.astype(np.float32)).all())
+
+
+# ---------------------------------------------------------------- softmax, log_softmax, logsumexp, argmax
+# name: (rows, cols, strided, temperature ("one" 1.0, "scalar" 0.7, "rows" per row), special rows)
+NORM_CASES = {
+    "one_row": (1, 1000, False, "one", ()),
+    "vocab_1": (5, 1, False, "rows", ("nan", "allneginf")),
+    "odd_vocab_strided": (6, 77, True, "scalar", ("neginf", "nan", "allneginf", "posinf", "ties", "inf_nan")),
+    "per_row_temperature": (7, 1000, False, "rows", ("ties", "neginf")),
+    "wide_strided": (4, 4133, True, "rows", ("neginf", "nan", "ties")),
+}
+
+
+def temperature_of(rng, rows, kind):
+    if kind == "one":
+        return 1.0
+    if kind == "scalar":
+        return 0.7
+    return rng.uniform(0.5, 1.5, rows).astype(np.float32)
+
+
+def check_float(name, got, want, atol=2e-5, rtol=2e-5):
+    got, want = f64(got), f64(want)
+    assert got.shape == want.shape, name
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan), f"{name}: NaN pattern differs"
+    g, w = got[~nan], want[~nan]
+    inf = np.isinf(w)
+    assert np.array_equal(g[inf], w[inf]), f"{name}: infinities differ"
+    d = np.abs(g[~inf] - w[~inf])
+    if d.size:
+        lim = atol + rtol * np.abs(w[~inf])
+        assert (d <= lim).all(), f"{name}: max error {d.max():.3g}"
+
+
+def run_normalize(lib, case, key, op, *, shuffle=False, seed=11):
+    rows, cols, strided, tkind, special = NORM_CASES[case]
+    rng = np.random.default_rng(seed)
+    x = logits(rng, rows, cols, key, strided=strided, special=special)
+    x0 = x.copy()
+    t = temperature_of(rng, rows, tkind)
+    if op == "logsumexp":
+        out = poisoned((rows,), np.float32)
+    else:
+        out = poisoned((rows, cols), np.float32, strided)
+    lib.run(op, x, out, temperature=t, shuffle=shuffle, sim_seed=seed)
+    assert np.array_equal(x.view(np.uint8), x0.view(np.uint8)), "logits changed"
+    assert padding_untouched(out), "write outside out"
+    with np.errstate(all="ignore"):
+        want = getattr(ref, op)(f64(x0), temperature=t if np.isscalar(t) else f64(t))
+    check_float(f"{op} {case} {key}", out, want)
+
+
+@simulated
+@pytest.mark.parametrize("key", DTYPES)
+@pytest.mark.parametrize("case", NORM_CASES)
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp"])
+def test_normalize(lib, op, case, key):
+    run_normalize(lib, case, key, op)
+
+
+@simulated
+@pytest.mark.parametrize("key", DTYPES)
+@pytest.mark.parametrize("case", NORM_CASES)
+def test_argmax(lib, case, key):
+    rows, cols, strided, _, special = NORM_CASES[case]
+    rng = np.random.default_rng(5)
+    x = logits(rng, rows, cols, key, strided=strided, special=special)
+    out = poisoned((rows,), np.int32)
+    lib.run("argmax", x, out)
+    np.testing.assert_array_equal(out, ref.argmax(f64(x)))
+    if "ties" in special:  # the tied max is at several indices: the first wins
+        assert out[special.index("ties")] == np.flatnonzero(f64(x[special.index("ties")]) == 9.0)[0]
+
+
+@simulated
+def test_vocab_128256(lib):
+    rng = np.random.default_rng(3)
+    x = logits(rng, 1, 128256, "bf16", special=("ties",))
+    for op in ("softmax", "logsumexp"):
+        out = poisoned((1, 128256) if op == "softmax" else (1,), np.float32)
+        lib.run(op, x, out, temperature=0.8)
+        check_float(op, out, getattr(ref, op)(f64(x), temperature=0.8))
+    idx = poisoned((1,), np.int32)
+    lib.run("argmax", x, idx)
+    np.testing.assert_array_equal(idx, ref.argmax(f64(x)))
+
+
+@simulated
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp"])
+def test_normalize_shuffled(lib, op):
+    """Threadgroups and runnable threads in a seeded random order."""
+    run_normalize(lib, "wide_strided", "f16", op, shuffle=True, seed=23)
+
+
+@simulated
+def test_plan_rejects(lib):
+    x = np.zeros((2, 0), np.float32)
+    with pytest.raises(mtlsim.SimError, match="at least one column"):
+        lib.run("softmax", x, np.zeros((2, 0), np.float32))
