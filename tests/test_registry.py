@@ -45,6 +45,11 @@ def problems(spec):
                 nbytes, flops = spec.cost(tuple(shape), dt, {})
                 if not (nbytes > 0 and flops >= 0):
                     out.append(f"cost model gives {nbytes} bytes, {flops} flops at {shape} {dt}")
+    for shape in spec.bench_shapes.get("decode", [])[:1]:
+        try:  # what `braze bench` builds: the first option case at the decode shape
+            spec.make_inputs(tuple(shape), spec.dtypes[0], np.random.default_rng(0), dict(spec.cases[0]), False)
+        except Exception as e:  # noqa: BLE001 - any failure is a contract problem
+            out.append(f"bench inputs at {shape}: {type(e).__name__}: {e}")
     if spec.vjp is not None and spec.vjp not in _spec.REGISTRY:
         out.append(f"vjp op {spec.vjp} is not registered")
     for b in spec.backends:

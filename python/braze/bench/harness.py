@@ -208,9 +208,10 @@ def run(family=None, op=None, backend="cpu", dtype=None, full=False, json_path=N
     rng = np.random.default_rng(0)
     for spec, dt, kind, shape in work:
         bar.step(f"{spec.name} {shape}")
-        nbytes, flops = spec.cost(shape, dt, {})
+        case = dict(spec.cases[0])  # the op's first option case is its plain use
+        nbytes, flops = spec.cost(shape, dt, case)
         nsets = int(min(4, max(1, math.ceil(ROTATE_BYTES.get(backend, 0) / max(nbytes, 1)))))
-        host = [spec.make_inputs(shape, dt, rng, {}, False) for _ in range(nsets)]
+        host = [spec.make_inputs(shape, dt, rng, dict(case), False) for _ in range(nsets)]
         sets = [testing.convert_inputs(a, k, backend) for a, k in host]
         ref = spec.reference(*[_f64(a, backend) for a in host[0][0]], **host[0][1])
         ceiling = ceil.measure()
