@@ -198,3 +198,124 @@ def test_plan_rejects(lib):
     x = np.zeros((2, 0), np.float32)
     with pytest.raises(mtlsim.SimError, match="at least one column"):
         lib.run("softmax", x, np.zeros((2, 0), np.float32))
+
+
+# ---------------------------------------------------------------- masks
+# name: (rows, cols, strided, special rows, coarse: values on a 0.5 grid, so ties abound)
+MASK_SHAPES = {
+    "one_row": (1, 1000, False, (), False),
+    "vocab_1": (4, 1, False, ("nan", "allneginf"), False),
+    "odd_vocab_strided": (6, 77, True, ("neginf", "nan", "allneginf", "posinf", "ties", "inf_nan"), False),
+    "coarse_ties": (8, 300, False, ("neginf",), True),
+    "wide_strided": (3, 4133, True, ("ties", "neginf"), False),
+}
+# op: option cases (k / p: a value or "rows"; temperature likewise)
+MASK_CASES = {
+    "top_k_mask": [{"k": 5}, {"k": 0}, {"k": 1}, {"k": 100}, {"k": "rows"}],
+    "top_p_mask": [{"p": 0.9}, {"p": 0.5, "temperature": 0.7}, {"p": 1.0}, {"p": "rows", "temperature": "rows"}],
+    "min_p_mask": [{"p": 0.1}, {"p": 0.02, "temperature": 1.5}, {"p": 0.0}, {"p": "rows"}],
+}
+
+
+def mask_args(rng, op, case, rows):
+    kw = {}
+    if "k" in case:
+        kw["top_k"] = rng.integers(0, 12, rows).astype(np.int32) if case["k"] == "rows" else case["k"]
+    if "p" in case:
+        lo, hi = (0.3, 1.0) if op == "top_p_mask" else (0.0, 0.3)
+        kw["p"] = rng.uniform(lo, hi, rows).astype(np.float32) if case["p"] == "rows" else case["p"]
+    if "temperature" in case:
+        t = case["temperature"]
+        kw["temperature"] = rng.uniform(0.5, 1.5, rows).astype(np.float32) if t == "rows" else t
+    return kw
+
+
+def mask_reference(op, x, kw):
+    a = lambda v: f64(v) if isinstance(v, np.ndarray) else v  # noqa: E731
+    if op == "top_k_mask":
+        return ref.top_k_mask(f64(x), a(kw["top_k"]))
+    return getattr(ref, op)(f64(x), a(kw["p"]), temperature=a(kw.get("temperature", 1.0)))
+
+
+def mask_inputs(shape, key, seed):
+    rows, cols, strided, special, coarse = MASK_SHAPES[shape]
+    rng = np.random.default_rng(seed)
+    x = logits(rng, rows, cols, key, strided=strided, special=special)
+    if coarse:
+        x[...] = (np.round(f64(x) * 2) / 2).astype(x.dtype)
+    return rng, x
+
+
+def check_exact(name, got, want):
+    assert np.array_equal(f64(got), f64(want), equal_nan=True), (
+        f"{name}: {int((f64(got) != f64(want)).sum())} elements differ")
+
+
+@simulated
+@pytest.mark.parametrize("key", DTYPES)
+@pytest.mark.parametrize("shape", MASK_SHAPES)
+@pytest.mark.parametrize("op", MASK_CASES)
+def test_masks(lib, op, shape, key):
+    for ci, case in enumerate(MASK_CASES[op]):
+        rng, x = mask_inputs(shape, key, 100 + ci)
+        x0 = x.copy()
+        kw = mask_args(rng, op, case, x.shape[0])
+        out = poisoned(x.shape, x.dtype, strided=MASK_SHAPES[shape][2])
+        lib.run(op, x, out, **kw)
+        assert np.array_equal(x.view(np.uint8), x0.view(np.uint8)), "logits changed"
+        assert padding_untouched(out), "write outside out"
+        with np.errstate(all="ignore"):
+            want = mask_reference(op, x0, kw).astype(x.dtype)
+        check_exact(f"{op} {shape} case {case}", out, want)
+
+
+@simulated
+@pytest.mark.parametrize("op", MASK_CASES)
+def test_masks_in_place_shuffled(lib, op):
+    """out is logits (strided rows), with threads and threadgroups in a seeded random order."""
+    rng, x = mask_inputs("wide_strided", "bf16", 7)
+    x0, base0 = x.copy(), x.base.copy()
+    kw = mask_args(rng, op, MASK_CASES[op][-1], x.shape[0])
+    lib.run(op, x, x, shuffle=True, sim_seed=99, **kw)
+    check_exact(f"{op} in place", x, mask_reference(op, x0, kw).astype(x.dtype))
+    pad = np.s_[:, x.shape[1]:]
+    assert np.array_equal(x.base[pad].view(np.uint16), base0[pad].view(np.uint16)), "write outside the rows"
+
+
+# ---------------------------------------------------------------- apply_penalties
+ULP = {"f32": 2.0**-22, "f16": 2.0**-10, "bf16": 2.0**-7}
+PENALTY_CASES = [{"repetition": 1.3, "frequency": 0.2, "presence": 0.5}, {"repetition": 0.8},
+                 {"frequency": -0.5, "presence": 1.0}]
+
+
+@simulated
+@pytest.mark.parametrize("key", DTYPES)
+@pytest.mark.parametrize("shape", ["one_row", "vocab_1", "odd_vocab_strided", "wide_strided"])
+def test_apply_penalties(lib, shape, key):
+    for ci, case in enumerate(PENALTY_CASES):
+        rng, x = mask_inputs(shape, key, 200 + ci)
+        rows, cols = x.shape
+        ids = rng.integers(-1, cols, (rows, 24 + 5)).astype(np.int32)[:, :24]  # strided rows
+        ids[:, :6] = ids[:, 6:12]  # repeated tokens: counts > 1
+        x0 = x.copy()
+        in_place = ci == 2
+        out = x if in_place else poisoned(x.shape, x.dtype, strided=MASK_SHAPES[shape][2])
+        lib.run("apply_penalties", x, out, ids=ids, **case)
+        with np.errstate(all="ignore"):
+            want = ref.apply_penalties(f64(x0), ids, **case)
+        g, w = f64(out), f64(want.astype(x.dtype))
+        seen = np.zeros(x.shape, bool)
+        for r in range(rows):
+            seen[r, ids[r][ids[r] >= 0]] = True
+        assert np.array_equal(g[~seen], f64(x0)[~seen], equal_nan=True), "unseen logits changed"
+        # f32 math, one rounding to the dtype: a few roundings of the operands' size
+        rep = case.get("repetition", 1.0)
+        size = (np.abs(f64(x0)) * max(rep, 1 / rep) + 24 * abs(case.get("frequency", 0.0))
+                + abs(case.get("presence", 0.0)) + np.abs(w))[seen]
+        with np.errstate(invalid="ignore"):
+            d = np.abs(g[seen] - w[seen])
+        assert np.array_equal(np.isnan(g[seen]), np.isnan(w[seen])), f"{shape} {case}: NaN pattern"
+        ok = np.isnan(d) | (d <= 2 * ULP[key] * size) | (g[seen] == w[seen])
+        assert ok.all(), f"{shape} {case}: max error {np.nanmax(d):.3g}"
+        if not in_place:
+            assert padding_untouched(out), "write outside out"
