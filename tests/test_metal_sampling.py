@@ -319,3 +319,71 @@ def test_apply_penalties(lib, shape, key):
         assert ok.all(), f"{shape} {case}: max error {np.nanmax(d):.3g}"
         if not in_place:
             assert padding_untouched(out), "write outside out"
+
+
+# ---------------------------------------------------------------- philox_uniform, sample
+@simulated
+@pytest.mark.parametrize("rows,seed,offset", [(1000, 2**40 + 3, 11), (1000, 0, 2**63), (0, 1, 2),
+                                              (1, 2**64 - 1, 2**64 - 1), (300, 0xDEADBEEF12345678, 2**32 + 5)])
+def test_philox_uniform(lib, rows, seed, offset):
+    out = poisoned((rows,), np.float32)
+    lib.run("philox_uniform", None, out, seed=seed, offset=offset)
+    want = ref.philox_uniform(rows, seed=seed, offset=offset)
+    assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), "uniforms are not bit-identical"
+
+
+# the spec's option cases (top_p: "rows" in [0.3, 1), top_k in [0, 12), min_p in [0, 0.3))
+SAMPLE_CASES = [{}, {"top_k": 50}, {"top_p": 0.9}, {"min_p": 0.1},
+                {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "min_p": 0.05}, {"temperature": 0.0},
+                {"top_k": 1}, {"temperature": "rows", "top_k": "rows", "top_p": "rows", "min_p": "rows"}]
+SAMPLE_RANGES = {"temperature": (0.5, 1.5, np.float32), "top_k": (0, 12, np.int32), "top_p": (0.3, 1.0, np.float32),
+                 "min_p": (0.0, 0.3, np.float32)}
+
+
+def sample_args(rng, case, rows):
+    kw = {}
+    for name, v in case.items():
+        if v == "rows":
+            lo, hi, dt = SAMPLE_RANGES[name]
+            v = rng.integers(lo, hi, rows).astype(dt) if dt == np.int32 else rng.uniform(lo, hi, rows).astype(dt)
+        kw[name] = v
+    return kw
+
+
+def cpu_sample(x, kw, seed, offset):
+    try:
+        import braze.sampling as bs
+        return np.asarray(bs.sample(np.ascontiguousarray(x), seed=seed, offset=offset, **kw))
+    except Exception as e:  # noqa: BLE001 - no CPU backend: the reference alone decides
+        pytest.skip(f"CPU backend unavailable: {e}")
+
+
+@simulated
+@pytest.mark.parametrize("key", DTYPES)
+@pytest.mark.parametrize("shape", MASK_SHAPES)
+def test_sample(lib, shape, key):
+    for ci, case in enumerate(SAMPLE_CASES):
+        rng, x = mask_inputs(shape, key, 300 + ci)
+        kw = sample_args(rng, case, x.shape[0])
+        seed, offset = 1234 + ci, 7 * ci
+        out = poisoned((x.shape[0],), np.int32)
+        lib.run("sample", x, out, temperature=kw.get("temperature", 1.0), top_k=kw.get("top_k", 0),
+                p=kw.get("top_p", 1.0), min_p=kw.get("min_p", 0.0), seed=seed, offset=offset)
+        a = {n: f64(v) if isinstance(v, np.ndarray) and v.dtype != np.int32 else v for n, v in kw.items()}
+        with np.errstate(all="ignore"):
+            want = ref.sample(f64(x), seed=seed, offset=offset, **a)
+        np.testing.assert_array_equal(out, want, err_msg=f"{shape} {case}")
+        np.testing.assert_array_equal(out, cpu_sample(x, kw, seed, offset), err_msg=f"{shape} {case} (CPU)")
+
+
+@simulated
+def test_sample_many_draws_shuffled(lib):
+    """Many rows of one wide vocab (different uniforms), shuffled schedule, top_p and top_k."""
+    rng = np.random.default_rng(17)
+    x = logits(rng, 24, 2100, "f16", strided=True)
+    for kw in ({}, {"top_k": 40, "top_p": 0.7}):
+        out = poisoned((24,), np.int32)
+        lib.run("sample", x, out, top_k=kw.get("top_k", 0), p=kw.get("top_p", 1.0), seed=99, offset=3,
+                shuffle=True, sim_seed=5)
+        np.testing.assert_array_equal(out, ref.sample(f64(x), seed=99, offset=3, **kw))
+    assert len(set(out.tolist())) > 5  # the draws differ by row
