@@ -8,7 +8,7 @@ from .._spec import OpSpec, register
 from ..reference import sampling as ref
 from ._inputs import itemsize, numel, rows
 
-BACKENDS = ("cpu", "cuda")
+BACKENDS = ("cpu", "cuda", "metal")  # metal: proven by the MSL simulator (docs/metal.md)
 SHAPES = ((4, 128), (16, 1000), (8, 4096))
 EDGE = ((1, 1), (1, 7), (3, 33), (0, 64), (5, 1), (2, 70000))
 BENCH = {"decode": [(1, 32000), (1, 128256)], "prefill": [(64, 32000), (64, 128256)]}
