@@ -70,29 +70,39 @@ def compare(out, ref, tol, name="out"):
 
 
 def convert_inputs(args, kwargs, backend):
-    """numpy inputs -> the arrays a backend runs on (torch CUDA tensors for cuda)."""
+    """numpy inputs -> the arrays a backend runs on (torch CUDA tensors for cuda),
+    with the same layout: a strided view stays a view of the same strides."""
     if backend == "cpu":
         return args, kwargs
     if backend == "cuda":
-        import torch
-
         def conv(a):
-            if not isinstance(a, np.ndarray):
-                return a
-            if a.dtype == BF16:
-                return torch.from_numpy(a.astype(np.float32)).to("cuda", torch.bfloat16)
-            return torch.from_numpy(np.ascontiguousarray(a)).cuda() if a.flags.c_contiguous else _strided_cuda(a)
+            return torch_view(a, "cuda") if isinstance(a, np.ndarray) else a
 
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
     raise ValueError(f"no test arrays for backend {backend}")
 
 
-def _strided_cuda(a):
+def torch_view(a, device):
+    """The torch tensor on `device` holding numpy array `a` with a's shape, strides
+    and offset: the array that owns a's memory is copied over whole, and a is
+    re-made on it with as_strided. 0-d arrays stay 0-d; bfloat16 stays bfloat16."""
     import torch
 
-    base = a.base if a.base is not None else a
-    t = torch.from_numpy(np.ascontiguousarray(base)).cuda()
-    return t[..., : a.shape[-1]]
+    def to_torch(c):
+        if c.dtype == BF16:  # bf16 -> f32 -> bf16 is exact
+            return torch.from_numpy(c.astype(np.float32)).to(device, torch.bfloat16)
+        return torch.from_numpy(c).to(device)
+
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    isz = a.itemsize
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if (root is not a and root.dtype == a.dtype and root.flags.c_contiguous and offset % isz == 0
+            and all(st % isz == 0 and st >= 0 for st in a.strides)):
+        flat = to_torch(root.reshape(-1))
+        return torch.as_strided(flat, a.shape, [st // isz for st in a.strides], offset // isz)
+    return to_torch(np.array(a, order="C", copy=True))
 
 
 def _poisoned_like(r):
