@@ -13,39 +13,33 @@ namespace {
 using norm::Args;
 using norm::Op;
 
-
-
-
-// sum(x*x) with two accumulators to hide FMA latency.
-template <class D> float sum_sq(const typename D::T* x, int64_t n) {
-  vf a0{}, a1{};
+// sum over a row of f(v), v its W-lane vectors (the tail vector reads `fill`
+// past the end, which f must map to 0), with four accumulators so that the
+// adds' latency does not bound a row that sits in L1.
+template <class D, class F> float row_sum(const typename D::T* x, int64_t n, F f, float fill = 0.f) {
+  vf a0{}, a1{}, a2{}, a3{};
   int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    vf v0 = load<D>(x + i), v1 = load<D>(x + i + W);
-    a0 += v0 * v0;
-    a1 += v1 * v1;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    a0 += f(load<D>(x + i));
+    a1 += f(load<D>(x + i + W));
+    a2 += f(load<D>(x + i + 2 * W));
+    a3 += f(load<D>(x + i + 3 * W));
   }
-  for (; i < n; i += W) {
-    vf v = ld<D>(x, i, n - i < W ? n - i : W);
-    a0 += v * v;
-  }
-  return hsum(a0 + a1);
+  for (; i < n; i += W) a0 += f(ld<D>(x, i, n - i < W ? n - i : W, fill));
+  return hsum((a0 + a1) + (a2 + a3));
+}
+
+template <class D> float sum_sq(const typename D::T* x, int64_t n) {
+  return row_sum<D>(x, n, [](vf v) { return v * v; });
 }
 
 template <class D> float sum(const typename D::T* x, int64_t n) {
-  vf a{};
-  lanes(n, [&](int64_t i, int64_t c) { a += ld<D>(x, i, c); });
-  return hsum(a);
+  return row_sum<D>(x, n, [](vf v) { return v; });
 }
 
 template <class D> float sum_sq_dev(const typename D::T* x, int64_t n, float mean) {
-  vf a{};
-  vf m = splat(mean);
-  lanes(n, [&](int64_t i, int64_t c) {
-    vf d = ld<D>(x, i, c, mean) - m;
-    a += d * d;
-  });
-  return hsum(a);
+  const vf m = splat(mean);
+  return row_sum<D>(x, n, [m](vf v) { vf d = v - m; return d * d; }, mean);
 }
 
 template <class D> inline vf weight(const typename D::T* w, int64_t i, int64_t c, float offset) {
