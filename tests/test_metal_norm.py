@@ -4,7 +4,6 @@ references of braze.reference.norm. MTLSIM_SANITIZE=1 runs them under
 ASan + UBSan."""
 from __future__ import annotations
 
-import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mtlsim  # noqa: E402
+from mtlsim.pytest_support import sanitized_rerun, simulated  # noqa: E402
 from braze.reference import norm as ref  # noqa: E402
 
 DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
@@ -35,21 +35,7 @@ SHAPES = {
 LONG = ((2,), 70000, 0)               # > 64k
 HERE = Path(__file__).resolve().parent
 
-# MTLSIM_SANITIZE=1: ASan must be loaded first, so this module reruns itself in
-# a child process that preloads it; in the parent only that test runs.
-RELAUNCH = mtlsim.needs_relaunch()
-# The simulator needs g++ and Linux ucontext; on a Mac the real kernels run instead.
-simulated = pytest.mark.skipif(
-    RELAUNCH or not sys.platform.startswith("linux"),
-    reason="the sanitized child process runs these" if RELAUNCH else "the MSL simulator runs on Linux")
-
-
-@pytest.mark.skipif(not RELAUNCH, reason="only with MTLSIM_SANITIZE=1")
-def test_under_sanitizers():
-    r = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                       env=mtlsim.sanitizer_env(), capture_output=True, text=True, cwd=HERE.parent)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
-    assert " passed" in r.stdout, r.stdout[-2000:]
+test_under_sanitizers = sanitized_rerun(__file__)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ start as NaN (or a poison index). MTLSIM_SANITIZE=1 runs them under ASan +
 UBSan."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,26 +14,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mtlsim  # noqa: E402
+from mtlsim.pytest_support import sanitized_rerun, simulated  # noqa: E402
 from braze.reference import sampling as ref  # noqa: E402
 
 DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
-HERE = Path(__file__).resolve().parent
 POISON = -7  # int outputs start here (never a token, never -1)
 
-# MTLSIM_SANITIZE=1: ASan must be loaded first, so this module reruns itself in
-# a child process that preloads it; in the parent only that test runs.
-RELAUNCH = mtlsim.needs_relaunch()
-simulated = pytest.mark.skipif(
-    RELAUNCH or not sys.platform.startswith("linux"),
-    reason="the sanitized child process runs these" if RELAUNCH else "the MSL simulator runs on Linux")
-
-
-@pytest.mark.skipif(not RELAUNCH, reason="only with MTLSIM_SANITIZE=1")
-def test_under_sanitizers():
-    r = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                       env=mtlsim.sanitizer_env(), capture_output=True, text=True, cwd=HERE.parent)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
-    assert " passed" in r.stdout, r.stdout[-2000:]
+test_under_sanitizers = sanitized_rerun(__file__)
 
 
 @pytest.fixture(scope="module")
