@@ -2,7 +2,7 @@ import zlib
 
 import pytest
 
-from braze import _backends
+from braze import _backends, _spec, testing
 
 
 def cuda_ready():
@@ -36,3 +36,19 @@ def parity_params(specs, strided_cases=(0,)):
 def parity_seed(spec, shape, dtype):
     """A seed per test that is the same in every process (str hashes are salted)."""
     return zlib.crc32(f"{spec.name}{shape}{dtype}".encode())
+
+
+def parity_test(specs, strided_cases=(0,)):
+    """The registry parity test of a family: every op x backend x dtype x shape x
+    option case against the float64 reference (braze.testing.check)."""
+
+    @pytest.mark.parametrize("backend", backend_params())
+    @pytest.mark.parametrize("dtype", _spec.FLOAT_DTYPES)
+    @pytest.mark.parametrize("spec,shape,case,strided", list(parity_params(specs, strided_cases)))
+    def test_parity(spec, shape, case, strided, dtype, backend):
+        if backend not in spec.backends or dtype not in spec.dtypes:
+            pytest.skip(f"{spec.name} does not claim {backend}/{dtype}")
+        res = testing.check(spec, backend, dtype, shape, case, strided, seed=parity_seed(spec, shape, dtype))
+        assert res.ok, res.message
+
+    return test_parity

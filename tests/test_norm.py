@@ -4,19 +4,12 @@ import pytest
 
 import braze
 from braze import _spec, testing
-from conftest import backend_params, parity_params, parity_seed
+from conftest import parity_test
 
 SPECS = _spec.ops("norm")
 
 
-@pytest.mark.parametrize("backend", backend_params())
-@pytest.mark.parametrize("dtype", _spec.FLOAT_DTYPES)
-@pytest.mark.parametrize("spec,shape,case,strided", list(parity_params(SPECS)))
-def test_parity(spec, shape, case, strided, dtype, backend):
-    if backend not in spec.backends or dtype not in spec.dtypes:
-        pytest.skip(f"{spec.name} does not claim {backend}/{dtype}")
-    res = testing.check(spec, backend, dtype, shape, case, strided, seed=parity_seed(spec, shape, dtype))
-    assert res.ok, res.message
+test_parity = parity_test(SPECS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
