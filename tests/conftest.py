@@ -1,3 +1,4 @@
+import contextlib
 import zlib
 
 import pytest
@@ -52,3 +53,16 @@ def parity_test(specs, strided_cases=(0,)):
         assert res.ok, res.message
 
     return test_parity
+
+
+@contextlib.contextmanager
+def cpu_isa(isa):
+    """Runs the CPU kernels of one instruction-set build, then restores the active one."""
+    from braze import _cpu
+
+    before = _cpu.isa()
+    _cpu.set_isa(isa)
+    try:
+        yield
+    finally:
+        _cpu.set_isa(before)

@@ -4,7 +4,7 @@ import pytest
 
 import braze
 from braze import _spec, testing
-from conftest import parity_test
+from conftest import cpu_isa, parity_test
 
 SPECS = _spec.ops("norm")
 
@@ -52,13 +52,9 @@ def test_vjp_matches_torch_autograd():
 @pytest.mark.parametrize("dtype", _spec.FLOAT_DTYPES)
 def test_every_cpu_isa(isa, dtype):
     """Each instruction-set build of the CPU kernels agrees with the reference."""
-    before = braze._cpu.isa()
-    braze._cpu.set_isa(isa)
-    try:
+    with cpu_isa(isa):
         for spec in SPECS:
             for shape in ((3, 33), (2, 4096), (1, 7)):
                 for case in spec.cases:
                     res = testing.check(spec, "cpu", dtype, shape, case)
                     assert res.ok, f"{spec.name} {shape} {case} on {isa}: {res.message}"
-    finally:
-        braze._cpu.set_isa(before)

@@ -9,7 +9,7 @@ import pytest
 import braze
 from braze import _spec, testing
 from braze.reference import rope as ref
-from conftest import parity_test
+from conftest import cpu_isa, parity_test
 
 SPECS = [s for s in _spec.ops("rope")]
 
@@ -19,17 +19,13 @@ test_parity = parity_test(SPECS, strided_cases=(0, 2))
 
 @pytest.mark.parametrize("isa", braze._cpu.isas_supported())
 def test_every_cpu_isa(isa):
-    before = braze._cpu.isa()
-    braze._cpu.set_isa(isa)
-    try:
+    with cpu_isa(isa):
         for spec in SPECS:
             for dtype in _spec.FLOAT_DTYPES:
                 for shape in (spec.shapes[1], spec.edge_shapes[1]):
                     for case in spec.cases:
                         res = testing.check(spec, "cpu", dtype, shape, case, strided=True)
                         assert res.ok, f"{spec.name} {shape} {case} {dtype} on {isa}: {res.message}"
-    finally:
-        braze._cpu.set_isa(before)
 
 
 def _x(shape, seed=0, dtype=np.float32):

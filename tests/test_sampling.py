@@ -8,7 +8,7 @@ import pytest
 import braze
 from braze import _spec, testing
 from braze.reference import sampling as ref
-from conftest import parity_test
+from conftest import cpu_isa, parity_test
 
 S = braze.sampling
 SPECS = _spec.ops("sampling")
@@ -19,16 +19,12 @@ test_parity = parity_test(SPECS)
 
 @pytest.mark.parametrize("isa", braze._cpu.isas_supported())
 def test_every_cpu_isa(isa):
-    before = braze._cpu.isa()
-    braze._cpu.set_isa(isa)
-    try:
+    with cpu_isa(isa):
         for spec in SPECS:
             for dtype in spec.dtypes:
                 for case in spec.cases:
                     res = testing.check(spec, "cpu", dtype, (3, 1000), case, seed=5)
                     assert res.ok, f"{spec.name} {dtype} {case} on {isa}: {res.message}"
-    finally:
-        braze._cpu.set_isa(before)
 
 
 # ---------------------------------------------------------------- Philox
