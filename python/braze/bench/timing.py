@@ -20,19 +20,21 @@ def cpu_time(fn, sets, min_time=0.25, max_reps=200, min_reps=3):
 
 
 def cuda_time(fn, sets, min_time=0.1, max_reps=200, min_reps=10):
-    """GPU time of one call, from events around it. Before each call a 512 MiB
-    fill keeps the GPU busy while the host prepares the call (so the host's
-    per-call overhead is not counted as kernel time) and evicts L2."""
+    """GPU time of one call, from events around it. Before each call a read
+    of 512 MiB keeps the GPU busy while the host prepares the call (so the
+    host's per-call overhead is not counted as kernel time) and evicts L2. A
+    read, not a fill: a fill would leave the L2 full of dirty lines that the
+    timed call would pay to write back."""
     import torch
 
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    flush = torch.ones(128 << 20, dtype=torch.float32, device="cuda")
     for k in range(3):
         fn(sets[k % len(sets)])
     torch.cuda.synchronize()
     pairs, total, i = [], 0.0, 0
     while (total < min_time or len(pairs) < min_reps) and len(pairs) < max_reps:
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        flush.zero_()
+        flush.sum()
         a.record()
         fn(sets[i % len(sets)])
         b.record()
