@@ -31,6 +31,11 @@ SHAPES = [
     ((4, 1000), "contig"), ((8, 4096), "contig"), ((3, 8192), "contig"), ((2, 16384), "contig"),
     ((2, 65537), "contig"), ((2, 262144), "contig"), ((0, 512), "contig"), ((2, 0, 64), "contig"),
     ((2, 3, 256), "contig"), ((1000, 64), "contig"), ((3000, 2048), "contig"),
+    # more rows than the persistent grid holds: the staged form's pipeline wraps
+    # its stages several times per group (warp form, 128- and 256-thread blocks)
+    ((6000, 1024), "contig"), ((2500, 4096), "strided"), ((1500, 8192), "contig"),
+    # rows split over a cluster of blocks on compute capability 9+ (2 to 8 CTAs)
+    ((3, 50000), "contig"), ((2, 131072), "contig"), ((5, 12000), "misaligned"), ((4, 40000), "strided"),
     ((6, 1000), "strided"), ((4, 4096), "strided"), ((2, 20000), "strided"),
     ((3, 96), "misaligned"), ((5, 1000), "misaligned"), ((5, 4096), "misaligned"),
 ]
@@ -158,11 +163,11 @@ def test_without_weight(op):
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
-@pytest.mark.parametrize("h", [33, 4096, 20000])
-def test_add_rms_norm_in_place(dtype, h):
+@pytest.mark.parametrize("rows,h", [(5, 33), (5, 4096), (5, 20000), (1200, 4096)])
+def test_add_rms_norm_in_place(dtype, rows, h):
     gen = torch.Generator().manual_seed(h)
-    x, _ = _buffer((5, h), "contig", dtype, gen=gen)
-    r, _ = _buffer((5, h), "contig", dtype, gen=gen)
+    x, _ = _buffer((rows, h), "contig", dtype, gen=gen)
+    r, _ = _buffer((rows, h), "contig", dtype, gen=gen)
     w = _vector(h, dtype, gen)
     want_y, want_h = ref.add_rms_norm(_np(x), _np(r), _np(w), eps=1e-6)
     y, hh = braze.norm.add_rms_norm(x, r, w, eps=1e-6, residual_out=r)

@@ -17,14 +17,16 @@ using namespace braze::cuda::norm;
 
 constexpr int kK = 4;              // packs per thread and input held in registers
 constexpr int kWarpBlock = 128;    // warp-per-row blocks: 4 rows each
+constexpr int kMaxCluster = 8;     // CTAs of a cluster (the portable limit)
 
-enum class Form { warp, block, loop };
+enum class Form { warp, block, cluster, loop };
 
 struct Plan {
   Form form;
   int threads;
   int64_t blocks;
   int64_t groups;  // row groups in the grid (= VJP partials)
+  int cluster = 1; // CTAs per row (cluster form)
 };
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -32,48 +34,97 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Warp per row while a warp's registers hold the row (<= 32*K packs: 1024 bf16,
 // 512 f32 with 16-byte packs), a block per row up to max_threads*K packs
 // (16384 bf16 / 8192 f32 forward with 512 threads; 8192 / 4096 in the VJPs,
-// whose gradient sums take registers too, with 256), the looped block beyond.
-// `cap_groups` bounds the number of row groups (the VJPs' partials).
-Plan plan(int64_t rows, int64_t cols, int V, int max_threads, int loop_threads, int64_t cap_groups) {
+// whose gradient sums take registers too, with 256); beyond, with `split`
+// (forward ops on compute capability 9+), the row is split over a cluster of
+// up to kMaxCluster such blocks (131072 bf16 / 65536 f32), so it is still read
+// once; else, and past that, the looped block. `cap_groups` bounds the number
+// of row groups (the VJPs' partials).
+Plan plan(int64_t rows, int64_t cols, int V, int max_threads, int loop_threads, int64_t cap_groups,
+          bool split = false) {
   const int64_t packs = ceil_div(cols, V);
+  const int64_t per_block = int64_t(max_threads) * kK;
   Plan p;
   int rows_per_block = 1;
   if (packs <= 32 * kK) {
     p.form = Form::warp;
     p.threads = kWarpBlock;
     rows_per_block = kWarpBlock / 32;
-  } else if (packs <= int64_t(max_threads) * kK) {
+  } else if (packs <= per_block) {
     p.form = Form::block;
     p.threads = int(ceil_div(ceil_div(packs, kK), 32) * 32);
+  } else if (split && packs <= per_block * kMaxCluster) {
+    p.form = Form::cluster;
+    p.cluster = int(ceil_div(packs, per_block));
+    p.threads = int(ceil_div(ceil_div(packs, int64_t(kK) * p.cluster), 32) * 32);
   } else {
     p.form = Form::loop;
     p.threads = loop_threads;
   }
   p.blocks = ceil_div(rows, rows_per_block);
   p.blocks = std::min<int64_t>(p.blocks, std::max<int64_t>(1, cap_groups / rows_per_block));
-  p.blocks = std::min<int64_t>(p.blocks, INT_MAX);
+  p.blocks = std::min<int64_t>(p.blocks, INT_MAX / p.cluster);
   p.groups = p.blocks * rows_per_block;
+  p.blocks *= p.cluster;
   return p;
 }
 
-// Row groups the device can hold at once (by thread count; registers may allow fewer).
-int64_t resident_groups(const Plan& pl, int device) {
-  return int64_t(sm_count(device)) * std::max(1, 2048 / pl.threads) * (pl.form == Form::warp ? kWarpBlock / 32 : 1);
-}
-
-template <template <class> class OpT, class T, int V>
-void launch_form(const Plan& pl, const Params& p, cudaStream_t s) {
-  const dim3 grid(unsigned(pl.blocks)), block(unsigned(pl.threads));
-  switch (pl.form) {
-    case Form::warp: norm_kernel<Cfg<T, V, kK, true, false>, OpT><<<grid, block, 0, s>>>(p); break;
-    case Form::block: norm_kernel<Cfg<T, V, kK, false, false>, OpT><<<grid, block, 0, s>>>(p); break;
-    case Form::loop: norm_kernel<Cfg<T, V, kK, false, true>, OpT><<<grid, block, 0, s>>>(p); break;
-  }
-}
 
 template <template <class> class OpT> constexpr bool kIsVjp = false;
 template <> constexpr bool kIsVjp<RmsNormVjp> = true;
 template <> constexpr bool kIsVjp<LayerNormVjp> = true;
+
+template <class C, template <class> class OpT> void launch_cluster(const Plan& pl, const Params& p, cudaStream_t s) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(pl.blocks));
+  cfg.blockDim = dim3(unsigned(pl.threads));
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(pl.cluster);
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check(cudaLaunchKernelEx(&cfg, norm_kernel<C, OpT>, p), "norm kernel launch (cluster)");
+}
+
+// Full: rows of whole packs (always so for V == 1), compiled without the
+// partial-pack paths.
+template <template <class> class OpT, class T, int V, bool Full>
+void launch_cfg(const Plan& pl, const Params& p, cudaStream_t s) {
+  const dim3 grid(unsigned(pl.blocks)), block(unsigned(pl.threads));
+  switch (pl.form) {
+    case Form::warp: norm_kernel<Cfg<T, V, kK, true, false, Full>, OpT><<<grid, block, 0, s>>>(p); break;
+    case Form::block: norm_kernel<Cfg<T, V, kK, false, false, Full>, OpT><<<grid, block, 0, s>>>(p); break;
+    case Form::cluster:
+      if constexpr (!kIsVjp<OpT>) launch_cluster<Cfg<T, V, kK, false, false, Full, true>, OpT>(pl, p, s);
+      break;
+    case Form::loop: norm_kernel<Cfg<T, V, kK, false, true, Full>, OpT><<<grid, block, 0, s>>>(p); break;
+  }
+}
+
+// The kernel launch_cfg runs for a plan's form (the VJPs': no cluster form).
+template <template <class> class OpT, class T, int V, bool Full> const void* vjp_kernel(Form f) {
+  switch (f) {
+    case Form::warp: return reinterpret_cast<const void*>(norm_kernel<Cfg<T, V, kK, true, false, Full>, OpT>);
+    case Form::loop: return reinterpret_cast<const void*>(norm_kernel<Cfg<T, V, kK, false, true, Full>, OpT>);
+    default: return reinterpret_cast<const void*>(norm_kernel<Cfg<T, V, kK, false, false, Full>, OpT>);
+  }
+}
+
+// Row groups the device holds at once with this plan's kernel (registers and
+// threads both counted, by the occupancy calculator).
+template <template <class> class OpT, class T, int V>
+int64_t resident_groups(const Plan& pl, const Params& p, int device) {
+  const bool full = V == 1 || p.cols % V == 0;
+  const void* k = full ? vjp_kernel<OpT, T, V, true>(pl.form) : vjp_kernel<OpT, T, V, (V == 1)>(pl.form);
+  return int64_t(sm_count(device)) * blocks_per_sm(k, pl.threads, device) * (pl.form == Form::warp ? kWarpBlock / 32 : 1);
+}
+
+template <template <class> class OpT, class T, int V>
+void launch_form(const Plan& pl, const Params& p, cudaStream_t s) {
+  if (V == 1 || p.cols % V == 0) return launch_cfg<OpT, T, V, true>(pl, p, s);
+  if constexpr (V > 1) launch_cfg<OpT, T, V, false>(pl, p, s);
+}
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
@@ -104,18 +155,18 @@ void run_typed(const Args& a, Params p, int64_t real_rows, cudaStream_t s) {
   const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
   if constexpr (!kIsVjp<OpT>) {
     if (p.rows == 0) return;
-    // One row group per row. A grid capped at the groups resident by thread
-    // count (grid-stride) was not faster in one H200 run, measured together
-    // with another change; registers allow fewer resident blocks than threads
-    // do, so such long-lived blocks run in uneven waves.
-    const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX);
+    // One row group per row (the kernel takes exactly one each).
+    const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX, cc_major(a.device_id) >= 9);
+    if (pl.groups < p.rows) throw ValueError("x: too many rows for one CUDA launch (" + std::to_string(p.rows) + ")");
     vec ? launch_form<OpT, T, Vv>(pl, p, s) : launch_form<OpT, T, 1>(pl, p, s);
     check_launch("norm kernel launch");
   } else {
     const int nparts = (a.dw ? 1 : 0) + (a.db ? 1 : 0);
-    // Bound the partials: about two waves of resident groups, and <= 256 MiB.
+    // One wave of resident groups, each walking its rows: the fewest partials
+    // (written, then read by reduce_partials) that keep the device full; and <= 256 MiB.
     Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX);
-    const int64_t resident = resident_groups(pl, a.device_id);
+    const int64_t resident = vec ? resident_groups<OpT, T, Vv>(pl, p, a.device_id)
+                                 : resident_groups<OpT, T, 1>(pl, p, a.device_id);
     const int64_t by_memory = std::max<int64_t>(1, (int64_t(256) << 20) / std::max<int64_t>(1, p.cols * 4 * nparts));
     if (nparts) pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, std::min(resident, by_memory));
     Scratch ws;
@@ -131,8 +182,10 @@ void run_typed(const Args& a, Params p, int64_t real_rows, cudaStream_t s) {
       check_launch("norm VJP kernel launch");
     }
     const int64_t parts = p.rows > 0 ? pl.groups : 0;  // no rows: the gradients are zero
-    if (p.part_w) reduce_launch<T>(p.part_w, parts, p.cols, a.dw, s);
-    if (p.part_b) reduce_launch<T>(p.part_b, parts, p.cols, a.db, s);
+    // Keyed on the outputs: with no rows the workspace may be empty (null) and
+    // the gradients are written as zeros all the same.
+    if (a.dw) reduce_launch<T>(p.part_w, parts, p.cols, a.dw, s);
+    if (a.db) reduce_launch<T>(p.part_b, parts, p.cols, a.db, s);
     if (nparts) check_launch("norm VJP reduction launch");
     release(ws, s);
   }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 namespace braze::cuda {
 
@@ -37,16 +38,42 @@ std::pair<bool, std::string> device_status() {
   return {false, "braze's CUDA kernels need compute capability 8.0 or newer; found " + found};
 }
 
-int sm_count(int device) {
-  static std::atomic<int> cache[64];
+namespace {
+int device_attr(cudaDeviceAttr attr, int device, std::atomic<int>* cache) {
   if (device >= 0 && device < 64) {
     int v = cache[device].load(std::memory_order_relaxed);
     if (v > 0) return v;
   }
   int v = 0;
-  check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&v, attr, device), "cudaDeviceGetAttribute");
   if (device >= 0 && device < 64) cache[device].store(v, std::memory_order_relaxed);
   return v;
+}
+}  // namespace
+
+int sm_count(int device) {
+  static std::atomic<int> cache[64];
+  return device_attr(cudaDevAttrMultiProcessorCount, device, cache);
+}
+
+int cc_major(int device) {
+  static std::atomic<int> cache[64];
+  return device_attr(cudaDevAttrComputeCapabilityMajor, device, cache);
+}
+
+int blocks_per_sm(const void* kernel, int threads, int device) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int>, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(kernel, threads, device);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  n = n > 0 ? n : 1;
+  cache.emplace(key, n);
+  return n;
 }
 
 Scratch workspace(int device, cudaStream_t stream, size_t bytes) {

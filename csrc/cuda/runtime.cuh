@@ -43,8 +43,15 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
-// Multiprocessors of `device` (queried once per device).
+// Multiprocessors of `device` and its compute capability's major number
+// (each queried once per device).
 int sm_count(int device);
+int cc_major(int device);
+
+// Resident blocks of `kernel` per multiprocessor of `device` (the current
+// device) with `threads` threads and no dynamic shared memory; at least 1.
+// Cached per (kernel, threads, device).
+int blocks_per_sm(const void* kernel, int threads, int device);
 
 // Scratch memory of at least `bytes` bytes for work on `stream` of `device`
 // (the current device). Outside graph capture: one buffer per (device,

@@ -16,8 +16,8 @@ template <class T, int V> struct alignas(sizeof(T) * V) Pack {
 template <class T> constexpr int kVec16 = 16 / int(sizeof(T));
 
 // Loads elements [col, col + n) of p (n <= V); the rest of the pack is zero.
-template <class T, int V>
-__device__ __forceinline__ Pack<T, V> load_pack(const T* p, int64_t col, int n) {
+template <class T, int V, class I>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* p, I col, int n) {
   Pack<T, V> r;
   if (n == V) {
     r = *reinterpret_cast<const Pack<T, V>*>(p + col);
@@ -28,8 +28,8 @@ __device__ __forceinline__ Pack<T, V> load_pack(const T* p, int64_t col, int n) 
   return r;
 }
 
-template <class T, int V>
-__device__ __forceinline__ void store_pack(T* p, int64_t col, int n, const Pack<T, V>& r) {
+template <class T, int V, class I>
+__device__ __forceinline__ void store_pack(T* p, I col, int n, const Pack<T, V>& r) {
   if (n == V) {
     *reinterpret_cast<Pack<T, V>*>(p + col) = r;
   } else {

@@ -28,7 +28,7 @@ template <class C> struct RmsNorm {
       }
     });
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x}, [&](int k, int64_t c, int n, auto& q) {
+    rp.again({x}, [&](int k, auto c, int n, auto& q) {
       const auto wv = rp.weight(k, w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
@@ -47,9 +47,9 @@ template <class C> struct AddRmsNorm {
     T* h = row_ptr<T>(p.h, p.h_stride, row, p);  // may be res itself: each element is read before it is written, by the same thread
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
-    RowPass<C, 2, true> rp(g, p.cols);
+    RowPass<C, 2> rp(g, p.cols);
     float ss = 0.f;
-    rp.first({x, res}, [&](int, int64_t c, int n, auto& q) {
+    rp.first({x, res}, [&](int, auto c, int n, auto& q) {
 #pragma unroll
       for (int e = 0; e < C::V; ++e) {
         q[0].v[e] = from_f32<T>(to_f32(q[0].v[e]) + to_f32(q[1].v[e]));
@@ -61,7 +61,7 @@ template <class C> struct AddRmsNorm {
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
     // Register form: q[.][0] now holds h. Looped form: h is read back from
     // memory, written above by this same thread.
-    rp.template again<1>({h, h}, [&](int k, int64_t c, int n, auto& q) {
+    rp.template again<1>({h, h}, [&](int k, auto c, int n, auto& q) {
       const auto wv = rp.weight(k, w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
@@ -79,7 +79,7 @@ template <class C> struct LayerNorm {
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
     const T* b = vec_ptr<T>(p.b, row, p);
-    RowPass<C, 1, true> rp(g, p.cols);
+    RowPass<C, 1> rp(g, p.cols);
     float sum = 0.f;
     rp.first({x}, [&](int, int64_t, int, auto& q) {
 #pragma unroll
@@ -95,7 +95,7 @@ template <class C> struct LayerNorm {
       }
     });
     const float rstd = rsqrtf(reduce(Sums<1>{{dev}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x}, [&](int k, int64_t c, int n, auto& q) {
+    rp.again({x}, [&](int k, auto c, int n, auto& q) {
       const auto wv = rp.weight(k, w, c, n);
       const auto bv = load_vec<T, C::V>(b, c, n);
       Pack<T, C::V> o;
@@ -117,7 +117,7 @@ template <class C> struct RmsNormGated {
     const T* gate = row_ptr<T>(p.r, p.r_stride, row, p);
     T* y = row_ptr<T>(p.y, p.y_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
-    RowPass<C, 2, true> rp(g, p.cols);
+    RowPass<C, 2> rp(g, p.cols);
     float ss = 0.f;
     // Register form: the gate is loaded with x, while the reduction waits anyway.
     rp.template first<C::kLoop ? 1 : 2>({x, gate}, [&](int, int64_t, int, auto& q) {
@@ -128,7 +128,7 @@ template <class C> struct RmsNormGated {
       }
     }, w);
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x, gate}, [&](int k, int64_t c, int n, auto& q) {
+    rp.again({x, gate}, [&](int k, auto c, int n, auto& q) {
       const auto wv = rp.weight(k, w, c, n);
       Pack<T, C::V> o;
 #pragma unroll

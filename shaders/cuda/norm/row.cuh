@@ -1,24 +1,34 @@
 // How the threads of one row group walk a row, shared by every norm kernel.
 //
-// A row group is a warp (kWarp: short rows, several rows per block) or the
-// whole block (long rows). Thread t of a group of S threads owns the packs
-// i*S + t, i = 0, 1, ..., so every access of a warp is one contiguous span.
+// A row group is a warp (kWarp: short rows, several rows per block), the
+// whole block (long rows) or a cluster of blocks (kCluster: very long rows).
+// Thread t of a group of S threads owns the packs i*S + t, i = 0, 1, ..., so
+// every access of a warp is one contiguous span.
 // Register form (!kLoop): a thread owns at most K packs per input; the first
 // pass loads them all (K independent 16-byte loads in flight) and later passes
 // reuse them, so the row is read from memory once. Looped form (kLoop): the row
 // is too long for registers; every pass re-reads it (mostly from L2) in batches
 // of K packs.
 #pragma once
+#include <type_traits>
+
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
 #include "cuda/norm/params.cuh"
 
 namespace braze::cuda::norm {
 
-template <class T_, int V_, int K_, bool kWarp_, bool kLoop_> struct Cfg {
+// kFull: every row is whole packs (cols % V == 0), so no pass needs the code
+// for a partial last pack. The register forms index columns in 32 bits (their
+// rows are at most 16384 elements); the looped form in 64.
+// kCluster: the register form with the row split over the CTAs of a cluster.
+template <class T_, int V_, int K_, bool kWarp_, bool kLoop_, bool kFull_ = false, bool kCluster_ = false>
+struct Cfg {
   using T = T_;
   static constexpr int V = V_, K = K_;
-  static constexpr bool kWarp = kWarp_, kLoop = kLoop_;
+  static constexpr bool kWarp = kWarp_, kLoop = kLoop_, kFull = kFull_, kCluster = kCluster_;
+  static_assert(!kCluster || (!kWarp && !kLoop), "a cluster splits the block register form");
+  using Col = std::conditional_t<kLoop, int64_t, int>;
 };
 
 // This thread's place: its lane in the row group, the group's size, the first
@@ -33,6 +43,12 @@ template <class C> struct Group {
       size = 32;
       index = int64_t(blockIdx.x) * per_block + (threadIdx.x >> 5);
       step = int64_t(gridDim.x) * per_block;
+    } else if constexpr (C::kCluster) {  // the cluster is the group; its CTAs hold consecutive threads
+      const int n = int(cluster_size());
+      tid = int(cluster_rank()) * blockDim.x + threadIdx.x;
+      size = n * blockDim.x;
+      index = blockIdx.x / n;
+      step = gridDim.x / n;
     } else {
       tid = threadIdx.x;
       size = blockDim.x;
@@ -72,19 +88,23 @@ template <class C, int NIN, bool kKeepW = false> struct RowPass {
   static constexpr int V = C::V, K = C::K;
   P q[K][NIN];
   P wq[kKeepW && !C::kLoop ? K : 1];  // kKeepW, register form: the weight slice of this thread, loaded with the row
+  using Col = typename C::Col;
   int tid, size;
-  int64_t cols;
+  Col cols;
 
-  __device__ __forceinline__ RowPass(const Group<C>& g, int64_t cols_) : tid(g.tid), size(g.size), cols(cols_) {}
+  __device__ __forceinline__ RowPass(const Group<C>& g, int64_t cols_) : tid(g.tid), size(g.size), cols(Col(cols_)) {}
 
-  __device__ __forceinline__ int64_t col(int64_t i) const { return (i * size + tid) * int64_t(V); }
-  __device__ __forceinline__ int valid(int64_t c) const { return cols - c < V ? int(cols - c) : V; }
+  __device__ __forceinline__ Col col(Col i) const { return (i * size + tid) * Col(V); }
+  __device__ __forceinline__ int valid(Col c) const {
+    if constexpr (C::kFull) return V;
+    else return cols - c < V ? int(cols - c) : V;
+  }
 
   template <int NLOAD, class F>
-  __device__ __forceinline__ void batch(int64_t i0, const T* const (&src)[NIN], F& f, const T* w = nullptr) {
+  __device__ __forceinline__ void batch(Col i0, const T* const (&src)[NIN], F& f, const T* w = nullptr) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      const int64_t c = col(i0 + k);
+      const Col c = col(i0 + k);
       if (c < cols) {
 #pragma unroll
         for (int s = 0; s < NLOAD; ++s) q[k][s] = load_pack<T, V>(src[s], c, valid(c));
@@ -93,13 +113,13 @@ template <class C, int NIN, bool kKeepW = false> struct RowPass {
     }
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      const int64_t c = col(i0 + k);
+      const Col c = col(i0 + k);
       if (c < cols) f(k, c, valid(c), q[k]);
     }
   }
 
   template <int NLOAD, class F> __device__ __forceinline__ void loop(const T* const (&src)[NIN], F& f) {
-    for (int64_t i0 = 0; col(i0) - tid * int64_t(V) < cols; i0 += K) batch<NLOAD>(i0, src, f);
+    for (Col i0 = 0; col(i0) - tid * Col(V) < cols; i0 += K) batch<NLOAD>(i0, src, f);
   }
 
   // First pass: loads the first NLOAD inputs (register form: and keeps them,
@@ -113,7 +133,7 @@ template <class C, int NIN, bool kKeepW = false> struct RowPass {
 
   // The weight pack of slot k at column c: kept from first() with kKeepW in
   // register form, else loaded now.
-  __device__ __forceinline__ P weight(int k, const T* w, int64_t c, int n) const {
+  __device__ __forceinline__ P weight(int k, const T* w, Col c, int n) const {
     P r;
     if constexpr (kKeepW && !C::kLoop) {
       r = wq[k];
@@ -131,7 +151,7 @@ template <class C, int NIN, bool kKeepW = false> struct RowPass {
     } else {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        const int64_t c = col(k);
+        const Col c = col(k);
         if (c < cols) f(k, c, valid(c), q[k]);
       }
     }
@@ -144,8 +164,8 @@ __device__ __forceinline__ float scale_at(const Pack<T, V>& w, bool has_w, int e
   return (has_w ? to_f32(w.v[e]) : 1.f) + offset;
 }
 
-template <class T, int V>
-__device__ __forceinline__ Pack<T, V> load_vec(const T* w, int64_t col, int n) {
+template <class T, int V, class I>
+__device__ __forceinline__ Pack<T, V> load_vec(const T* w, I col, int n) {
   Pack<T, V> r;
   if (w) r = load_pack<T, V>(w, col, n);
   return r;

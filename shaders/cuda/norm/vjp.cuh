@@ -47,7 +47,7 @@ template <class C> struct RmsNormVjp {
     float* pw = p.part_w ? p.part_w + g.index * p.cols : nullptr;
     RowPass<C, 2> rp(g, p.cols);
     float ss = 0.f, gx = 0.f;
-    rp.first({x, dy}, [&](int, int64_t c, int n, auto& q) {
+    rp.first({x, dy}, [&](int, auto c, int n, auto& q) {
       const auto wv = load_vec<T, C::V>(w, c, n);
 #pragma unroll
       for (int e = 0; e < C::V; ++e) {
@@ -59,7 +59,7 @@ template <class C> struct RmsNormVjp {
     const Sums<2> t = reduce(Sums<2>{{ss, gx}});
     const float s = rsqrtf(t.v[0] / float(p.cols) + p.eps);
     const float k = s * s * t.v[1] / float(p.cols);
-    rp.again({x, dy}, [&](int kk, int64_t c, int n, auto& q) {
+    rp.again({x, dy}, [&](int kk, auto c, int n, auto& q) {
       const auto wv = load_vec<T, C::V>(w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
@@ -107,7 +107,7 @@ template <class C> struct LayerNormVjp {
     });
     const float rstd = rsqrtf(reduce(Sums<1>{{dev}}).v[0] / float(p.cols) + p.eps);
     float gs = 0.f, gxh = 0.f;  // sums of g = dy * w and of g * xhat (padding has dy = 0)
-    rp.again({x, dy}, [&](int, int64_t c, int n, auto& q) {
+    rp.again({x, dy}, [&](int, auto c, int n, auto& q) {
       const auto wv = load_vec<T, C::V>(w, c, n);
 #pragma unroll
       for (int e = 0; e < C::V; ++e) {
@@ -118,7 +118,7 @@ template <class C> struct LayerNormVjp {
     });
     const Sums<2> t = reduce(Sums<2>{{gs, gxh}});
     const float c1 = t.v[0] / float(p.cols), c2 = t.v[1] / float(p.cols);
-    rp.again({x, dy}, [&](int kk, int64_t c, int n, auto& q) {
+    rp.again({x, dy}, [&](int kk, auto c, int n, auto& q) {
       const auto wv = load_vec<T, C::V>(w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
