@@ -1,6 +1,9 @@
-// Host launcher of the rope family: q and k in one launch, a block per group
-// of tokens sized so each block has a few thousand packs of work; nothing here
-// allocates or synchronizes.
+// Host launcher of the rope family: q and k in one launch. The grid is
+// (tokens * lanes threads, 256 a block) x (head groups): the heads per group
+// grow with the work, from 1 (decode: one head per thread, lowest latency) to
+// kMaxGroupHeads (prefill: cos / sin computed once per 8 heads), aiming at
+// kThreadsPerSm threads per multiprocessor (~2.5 waves of 768 resident).
+// Nothing here allocates or synchronizes.
 #include "cuda/rope.h"
 
 #include <algorithm>
@@ -16,7 +19,8 @@ using braze::rope::Args;
 using namespace braze::cuda::rope;
 
 constexpr int kThreads = 256;
-constexpr int kSharedBytes = 32 * 1024;
+constexpr int64_t kMaxGroupHeads = 8;
+constexpr int64_t kThreadsPerSm = 2048;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -26,7 +30,8 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 // rot (pass-through) to stay 16-byte aligned.
 bool vector_ok(const Params& p, const Args& a, int V) {
   if (a.rot % V != 0 || (!a.interleaved && (a.rot / 2) % V != 0)) return false;
-  for (int part = 0; part < (a.k.heads ? 2 : 1); ++part) {
+  for (int part = 0; part < 2; ++part) {
+    if (p.heads[part] == 0) continue;
     if (!aligned16(p.x[part]) || !aligned16(p.y[part])) return false;
     for (int64_t st : {p.x_tok[part], p.x_head[part], p.y_tok[part], p.y_head[part]})
       if (st % V != 0) return false;
@@ -35,37 +40,45 @@ bool vector_ok(const Params& p, const Args& a, int V) {
 }
 
 template <class T, int V, bool Vec, bool Il>
-void launch(const Params& p, int64_t blocks, int threads, size_t smem, cudaStream_t s) {
-  rope_kernel<T, V, Vec, Il><<<dim3(unsigned(blocks)), dim3(unsigned(threads)), smem, s>>>(p);
+void launch(const Params& p, dim3 grid, int threads, cudaStream_t s) {
+  rope_kernel<T, V, Vec, Il><<<grid, dim3(unsigned(threads)), 0, s>>>(p);
 }
 
 template <class T> void run_typed(const Args& a, Params& p, cudaStream_t s) {
-  constexpr int V = kVec16<T>;
-  const int64_t half = a.rot / 2;
-  p.rot_packs = int(a.interleaved ? ceil_div(a.rot, V) : ceil_div(half, V));
-  p.rest_packs = int(ceil_div(a.dim - a.rot, V));
-  const int64_t per_token = std::max<int64_t>(1, p.heads * (p.rot_packs + p.rest_packs));
-  if (per_token > INT_MAX / 2) throw ValueError("too many heads for the CUDA rope kernel");
-  const int64_t max_tb = (kSharedBytes / 4 - half) / std::max<int64_t>(1, 2 * half);
-  if (max_tb < 1) throw ValueError("rotary_dim " + std::to_string(a.rot) + " is too large for the CUDA kernel");
-  // Threads: one per (head, pack) of a token, in as few equal rounds of <= 256 as fit.
-  const int64_t rounds = ceil_div(per_token, kThreads);
-  const int threads = int(ceil_div(ceil_div(per_token, rounds), 32) * 32);
-  // Tokens per block: enough work per thread to amortize the table, while
-  // keeping about 8 blocks per multiprocessor when tokens are few.
-  int64_t tb = std::min<int64_t>(32, ceil_div(16 * kThreads, per_token));
-  tb = std::min(tb, std::max<int64_t>(1, ceil_div(a.tokens, 8 * int64_t(sm_count(a.device_id)))));
-  p.tokens_per_block = int(std::max<int64_t>(1, std::min(tb, max_tb)));
-  const int64_t blocks = ceil_div(a.tokens, p.tokens_per_block);
-  if (blocks > INT_MAX) throw ValueError("too many tokens for one CUDA launch");
-  const size_t smem = size_t(half + 2 * int64_t(p.tokens_per_block) * half) * sizeof(float);
-  const bool vec = vector_ok(p, a, V);
+  const bool vec = vector_ok(p, a, kVec16<T>);
+  // element path: one element of each half, or one interleaved pair, per lane
+  const int V = vec ? kVec16<T> : a.interleaved ? 2 : 1;
+  const int64_t rot_lanes = (a.interleaved ? a.rot : a.rot / 2) / V;  // exact, see vector_ok
+  const int64_t lanes = rot_lanes + ceil_div(a.dim - a.rot, V);
+  const int64_t heads = a.q.heads + a.k.heads;
+  if (a.tokens * lanes > INT_MAX - kThreads || heads > INT_MAX || a.dim > INT_MAX)
+    throw ValueError("too many tokens or heads for one CUDA rope launch");
+  p.rot_lanes = int(rot_lanes);
+  p.lanes = int(lanes);
+
+  // Heads per group: enough threads to fill the GPU, then more heads per thread
+  // (fewer sincosf per byte). Past one batch, whole batches: the kernel loads
+  // a batch's worth of heads whether or not the group has that many.
+  const int64_t batch = a.interleaved ? kBatch<true> : kBatch<false>;
+  const int64_t wanted = int64_t(sm_count(a.device_id)) * kThreadsPerSm;
+  int64_t gh = std::clamp<int64_t>(a.tokens * lanes * heads / wanted, 1, kMaxGroupHeads);
+  if (gh > batch) gh -= gh % batch;
+  gh = std::max(gh, ceil_div(heads, 32767));  // gridDim.y <= 65535
+  p.group_heads = int(gh);
+  p.q_groups = int(ceil_div(a.q.heads, gh));
+  const int threads = int(std::min<int64_t>(kThreads, ceil_div(a.tokens * lanes, 32) * 32));
+  const dim3 grid(unsigned(ceil_div(a.tokens * lanes, threads)), unsigned(p.q_groups + ceil_div(a.k.heads, gh)));
+
+  if (!a.inv_freq && a.rot / 2 <= kFreqTable)
+    for (int64_t i = 0; i < a.rot / 2; ++i) p.freq_table[i] = braze::rope::default_inv_freq(a.base, i, a.rot);
+
+  constexpr int W = kVec16<T>;
   if (a.interleaved) {
-    if (vec) launch<T, V, true, true>(p, blocks, threads, smem, s);
-    else launch<T, V, false, true>(p, blocks, threads, smem, s);
+    if (vec) launch<T, W, true, true>(p, grid, threads, s);
+    else launch<T, 2, false, true>(p, grid, threads, s);
   } else {
-    if (vec) launch<T, V, true, false>(p, blocks, threads, smem, s);
-    else launch<T, V, false, false>(p, blocks, threads, smem, s);
+    if (vec) launch<T, W, true, false>(p, grid, threads, s);
+    else launch<T, 1, false, false>(p, grid, threads, s);
   }
   check_launch("rope");
 }
@@ -82,14 +95,13 @@ void rope_run(const Args& a, uintptr_t stream) {
   p.base = a.base;
   p.scale = a.scale;
   p.sin_sign = a.inverse ? -1.f : 1.f;
-  p.tokens = a.tokens;
-  p.dim = a.dim;
-  p.rot = a.rot;
-  p.q_heads = a.q.heads;
-  p.heads = a.q.heads + a.k.heads;
+  p.tokens = int(std::min<int64_t>(a.tokens, INT_MAX));  // run_typed rejects more
+  p.rot = int(a.rot);
+  p.dim = int(std::min<int64_t>(a.dim, INT_MAX));
   const braze::rope::Part* parts[2] = {&a.q, &a.k};
   for (int i = 0; i < 2; ++i) {
     const bool present = parts[i]->heads > 0;
+    p.heads[i] = int(std::min<int64_t>(parts[i]->heads, INT_MAX));
     p.x[i] = parts[i]->x;
     p.y[i] = parts[i]->y;
     p.x_tok[i] = present ? parts[i]->x_tok : 0;
