@@ -1,5 +1,8 @@
 // Host launchers of the sampling family: a block per row (grid = rows), the
-// caller's stream and device; nothing here synchronizes or allocates.
+// caller's stream and device; nothing here synchronizes or allocates. Each op
+// has a vector instantiation (16-byte packs; softmax & co: 4-element packs,
+// so f32 rows are written 16 bytes at a time) taken when every row base is
+// aligned for it, and a scalar one for anything else.
 #include "cuda/sampling.h"
 
 #include <cuda_bf16.h>
@@ -15,16 +18,48 @@ using braze::sampling::Args;
 using braze::sampling::Op;
 using namespace braze::cuda::sampling;
 
-template <class T> void launch(const Args& a, cudaStream_t s) {
+// Every row of (base, stride) starts on a `bytes` boundary.
+bool rows_aligned(const void* base, int64_t stride, int64_t rows, size_t elem, size_t bytes) {
+  if (reinterpret_cast<uintptr_t>(base) % bytes) return false;
+  return rows <= 1 || (uint64_t(stride) * elem) % bytes == 0;
+}
+
+template <class T> void launch_normalize(const Args& a, cudaStream_t s) {
+  const dim3 grid(unsigned(a.rows)), block(kNormThreads);
+  const bool has_rows = a.op != Op::logsumexp;
+  const bool vec = rows_aligned(a.x, a.x_stride, a.rows, sizeof(T), 4 * sizeof(T)) &&
+                   (!has_rows || rows_aligned(a.y, a.y_stride, a.rows, sizeof(float), 16));
+  // Packs per thread of the register form: at most 32 registers of row data.
+  const int64_t packs = (a.cols + 3) / 4, max_p = sizeof(T) == 4 ? 8 : 16;
+  int64_t p = 1;
+  while (kNormThreads * p < packs) p *= 2;
+  if (!vec) normalize_looped<T, 1><<<grid, block, 0, s>>>(a);
+  else if (p == 1) normalize_regs<T, 1><<<grid, block, 0, s>>>(a);
+  else if (p == 2) normalize_regs<T, 2><<<grid, block, 0, s>>>(a);
+  else if (p == 4) normalize_regs<T, 4><<<grid, block, 0, s>>>(a);
+  else if (p == 8) normalize_regs<T, 8><<<grid, block, 0, s>>>(a);
+  else if (p == 16 && p <= max_p) normalize_regs<T, sizeof(T) == 4 ? 8 : 16><<<grid, block, 0, s>>>(a);
+  else normalize_looped<T, 4><<<grid, block, 0, s>>>(a);
+}
+
+template <class T, int V> void launch_rows(const Args& a, cudaStream_t s) {
   const dim3 grid(unsigned(a.rows)), block(kThreads);
   switch (a.op) {
-    case Op::softmax: case Op::log_softmax: case Op::logsumexp: normalize_kernel<T><<<grid, block, 0, s>>>(a); break;
-    case Op::argmax: argmax_kernel<T><<<grid, block, 0, s>>>(a); break;
-    case Op::top_k_mask: case Op::top_p_mask: case Op::min_p_mask: mask_kernel<T><<<grid, block, 0, s>>>(a); break;
-    case Op::apply_penalties: penalty_kernel<T><<<grid, block, 0, s>>>(a); break;
-    case Op::sample: sample_kernel<T><<<grid, block, 0, s>>>(a); break;
-    case Op::philox_uniform: break;
+    case Op::argmax: argmax_kernel<T, V><<<grid, block, 0, s>>>(a); break;
+    case Op::top_k_mask: case Op::top_p_mask: case Op::min_p_mask: mask_kernel<T, V><<<grid, block, 0, s>>>(a); break;
+    case Op::apply_penalties: penalty_kernel<T, V><<<grid, block, 0, s>>>(a); break;
+    case Op::sample: sample_kernel<T, V><<<grid, block, 0, s>>>(a); break;
+    default: break;
   }
+}
+
+template <class T> void launch(const Args& a, cudaStream_t s) {
+  if (a.op == Op::softmax || a.op == Op::log_softmax || a.op == Op::logsumexp) return launch_normalize<T>(a, s);
+  const bool has_rows = a.op != Op::argmax && a.op != Op::sample;
+  const bool vec = rows_aligned(a.x, a.x_stride, a.rows, sizeof(T), 16) &&
+                   (!has_rows || rows_aligned(a.y, a.y_stride, a.rows, sizeof(T), 16));
+  if (vec) launch_rows<T, 16 / sizeof(T)>(a, s);
+  else launch_rows<T, 1>(a, s);
 }
 
 }  // namespace
@@ -32,6 +67,8 @@ template <class T> void launch(const Args& a, cudaStream_t s) {
 void sampling_run(const Args& a, uintptr_t stream) {
   if (a.rows == 0) return;
   if (a.rows > INT32_MAX) throw ValueError("logits: at most 2^31 - 1 rows are supported on CUDA");
+  if (a.cols > (int64_t(1) << 30) && a.op != Op::philox_uniform)  // in-row indices are 32-bit
+    throw ValueError("logits: at most 2^30 columns are supported on CUDA");
   DeviceGuard guard(a.device_id);
   auto s = reinterpret_cast<cudaStream_t>(stream);
   if (a.op == Op::philox_uniform) {

@@ -1,261 +1,234 @@
-// Sampling family kernels: one block of kThreads per row. Same rules as the
-// CPU (csrc/cpu/sampling.cpp): thresholds by a radix select over float keys
-// (11 + 11 + 10 bits), kept tokens drawn by inverse CDF in index order with
-// the row's Philox uniform. Masses are summed in 2^-40 fixed point with
-// integer atomics, so every result is independent of thread scheduling.
+// Sampling family kernels: one block per row. Same rules as the CPU
+// (csrc/cpu/sampling.cpp): thresholds by an exact radix select over float
+// keys (select.cuh), kept tokens drawn by inverse CDF in index order with the
+// row's Philox uniform. Masses are summed in 2^-40 fixed point with integer
+// atomics, so every result is independent of thread scheduling.
+//
+// sample / top_k_mask with a small k read the row twice: pass 1 takes the
+// row max (and its first index) and each thread's max; the k-th largest of
+// the thread maxima bounds the k-th largest element from below (k threads
+// each hold an element >= it), so pass 2 lists the few elements at or above
+// that bound in shared memory, and top-k, top-p and the draw run on the list.
+// Other cases select over the whole row, a pass per radix level until the
+// bucket fits the list.
 #pragma once
 #include <cstdint>
 
 #include "core/philox.h"
 #include "core/sampling.h"
 #include "cuda/common/dtype.cuh"
-#include "cuda/sampling/block.cuh"
+#include "cuda/sampling/normalize.cuh"
+#include "cuda/sampling/select.cuh"
 
 namespace braze::cuda::sampling {
 
-using braze::sampling::Args;
-using braze::sampling::Op;
-using u64 = unsigned long long;
-
+constexpr int kThreads = 1024;        // argmax, masks, sample, penalties
 constexpr float kInf = __builtin_huge_valf();
 constexpr double kFix = 1099511627776.0;  // 2^40
+
+// Packs a thread loads before it uses them: more for pass 1 (from HBM), where
+// registers allow (sm_80 spills with 8 packs of 16 bytes at 1024 threads).
+template <int V> constexpr int kU = V == 1 ? 8 : 4;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+template <int V> constexpr int kUFirst = V == 1 ? 16 : 4;
+#else
+template <int V> constexpr int kUFirst = V == 1 ? 16 : 8;
+#endif
+
+__device__ __forceinline__ u64 fixed(float e) { return u64(double(e) * kFix); }
 
 template <class T> __device__ __forceinline__ const T* row_in(const Args& a, int64_t r) {
   return static_cast<const T*>(a.x) + r * a.x_stride;
 }
+template <class T> __device__ __forceinline__ T* row_out(const Args& a, int64_t r) {
+  return static_cast<T*>(a.y) + r * a.y_stride;
+}
 
-// Row max (NaN ignored) and whether the row is samplable.
-template <class T> struct RowMax {
-  float m;
+// Pass 1: the row max (NaN ignored), its first index, whether the row is
+// samplable (no NaN, finite max), and this thread's own max.
+struct RowMax {
   bool valid;
+  float m, tm;
+  u32 first;
 };
-template <class T> __device__ RowMax<T> row_max(const T* x, int64_t n, Shared& sh) {
-  float m = -kInf;
+template <int NT, int V, class T> __device__ RowMax row_max(const T* x, int n, BlockReduce<NT>& br) {
+  float tm = -kInf;
+  u32 ti = 0;
   bool nan = false;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-    float v = to_f32(x[i]);
+  for_elems<NT, V, kUFirst<V>>(x, n, [&](int i, float v) {
     nan |= v != v;
-    m = fmaxf(m, v);
-  }
-  m = block_max(m, sh);
-  nan = block_any(nan);
-  return {m, !nan && isfinite(m)};
-}
-
-// The largest key v with sum(weight(i, x_i) over keys >= v) >= target.
-template <class T, class Weight>
-__device__ uint32_t radix_select(const T* x, int64_t n, u64 target, Weight weight, u64* bins, Shared& sh) {
-  uint32_t prefix = 0, prefix_mask = 0;
-  u64 above = 0;
-  __shared__ uint32_t s_bucket;
-  __shared__ u64 s_above;
-  for (int level = 0; level < 3; ++level) {
-    const int shift = level == 0 ? 21 : level == 1 ? 10 : 0;
-    const int nbins = level == 2 ? 1024 : 2048;
-    for (int b = threadIdx.x; b < nbins; b += kThreads) bins[b] = 0;
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-      const float v = to_f32(x[i]);
-      const uint32_t k = key_of(v);
-      if ((k & prefix_mask) != prefix) continue;
-      const u64 w = weight(i, v);
-      if (w) atomicAdd(&bins[(k >> shift) & uint32_t(nbins - 1)], w);
+    if (v > tm) {  // strict: a thread's first max stays
+      tm = v;
+      ti = u32(i);
     }
+  });
+  // (key, ~index): the block max is the row max at its first index; NaN
+  // anywhere makes it all ones, a row of -inf (or no element) leaves 0.
+  const u64 best = br.max(nan ? ~0ull : tm > -kInf ? (u64(key_of(tm)) << 32) | ~ti : 0ull);
+  const float m = float_of(u32(best >> 32));
+  return {best != ~0ull && best != 0 && isfinite(m), m, tm, ~u32(best)};
+}
+
+// Lists every element whose key is >= a lower bound of the k-th largest key
+// (the whole row when it fits, whatever k). Returns how many, 0 when they do
+// not fit or no bound is known (k outside [1, threads holding elements]).
+template <int NT, int V, class T> __device__ u32 list_top(Ctx<NT>& cx, const T* x, int n, int64_t k, float tm) {
+  u32 low = 0;
+  if (n > kCap) {
+    const int np = (n + V - 1) / V, holders = np < NT ? np : NT;
+    if (k < 1 || k > holders) return 0;
+    if (threadIdx.x < holders) cx.sm.list.key[threadIdx.x] = key_of(tm);
     __syncthreads();
-    if (threadIdx.x < 32) {  // one warp finds the bucket, scanning from the top
-      const int lane = threadIdx.x, per = nbins / 32, hi = nbins - 1 - lane * per;
-      u64 s = 0;
-      for (int j = 0; j < per; ++j) s += bins[hi - j];
-      u64 inc = s;
-      for (int o = 1; o < 32; o <<= 1) {
-        u64 t = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o) inc += t;
-      }
-      unsigned hit = __ballot_sync(0xffffffffu, above + inc >= target && s > 0);
-      unsigned nonempty = __ballot_sync(0xffffffffu, s > 0);
-      // Integer sums cannot fall short of a target <= the total; the lowest
-      // nonempty bucket is the answer only if they ever did.
-      const int pick = hit ? __ffs(hit) - 1 : (nonempty ? 31 - __clz(nonempty) : 0);
-      if (lane == pick) {
-        u64 acc = above + inc - s;
-        int b = hi, lowest = hi;
-        for (int j = 0; j < per; ++j) {
-          const u64 c = bins[hi - j];
-          if (!c) continue;
-          lowest = b = hi - j;
-          if (acc + c >= target) break;
-          acc += c;
-          b = -1;
-        }
-        if (b < 0) b = lowest;
-        s_bucket = uint32_t(b);
-        s_above = acc;
-      }
-    }
-    __syncthreads();
-    prefix |= s_bucket << shift;
-    prefix_mask |= uint32_t(nbins - 1) << shift;
-    above = s_above;
-    __syncthreads();
+    // Two levels fix the top 16 bits of the k-th largest thread max: tight
+    // enough, and cheaper than all four.
+    Sel s;
+    const ListSrc<NT> src{cx.sm, u32(holders), false};
+    auto one = [](u32, u32) { return u64(1); };
+    auto target = [k](u64) { return u64(k); };
+    radix_level<NT, true>(cx, s, src, one, target);
+    radix_level<NT, true>(cx, s, src, one, target);
+    low = s.prefix;
   }
-  return prefix;
+  const float bound = threshold_of(low);
+  const u32 c = compact<NT, V, kU<V>>(cx.sm, x, n, [bound](float v, u32) { return v >= bound; });
+  return c <= kCap ? c : 0;
 }
 
-__device__ __forceinline__ u64 fixed(float e) { return u64(double(e) * kFix); }
+// The key of the k-th largest element (1 < k < n); listed = list_top's answer.
+template <int NT, int V, class T> __device__ u32 kth_key(Ctx<NT>& cx, const T* x, int n, int64_t k, u32 listed) {
+  auto one = [](u32, u32) { return u64(1); };
+  auto target = [k](u64) { return u64(k); };
+  if (listed) return select_list<NT, true>(cx, Sel{}, listed, false, one, target);
+  return select_global<NT, V, kU<V>, true>(cx, x, n, one, target);
+}
 
-// softmax / log_softmax / logsumexp: per-thread online max and sum, combined once.
-template <class T> __global__ void __launch_bounds__(kThreads) normalize_kernel(Args a) {
-  __shared__ Shared sh;
+template <int NT, int V, class T> __device__ void copy_row(const T* x, T* y, int n) {
+  for_packs<NT, V, kU<V>>(x, n, [&](int q, const Pack<T, V>& p, int len) {
+    if (len) store_pack<T, V>(y, int64_t(q) * V, len, p);
+  });
+}
+
+template <class T, int V> __global__ void __launch_bounds__(kThreads) argmax_kernel(Args a) {
+  __shared__ typename BlockReduce<kThreads>::Smem red;
+  BlockReduce<kThreads> br{&red};
   const int64_t r = blockIdx.x;
-  const T* x = row_in<T>(a, r);
-  const float it = 1.f / a.temperature.at(r);
-  float m = -kInf, s = 0.f;
-  bool bad = false;
-  for (int64_t i = threadIdx.x; i < a.cols; i += kThreads) {
-    const float v = to_f32(x[i]);
-    bad |= (v != v) || v == kInf;
-    if (v == -kInf) continue;
-    if (v > m) {
-      s = s * __expf((m - v) * it) + 1.f;
-      m = v;
-    } else {
-      s += __expf((v - m) * it);
-    }
-  }
-  const float mx = block_max(m, sh);
-  float total = block_sum(m == -kInf ? 0.f : s * __expf((m - mx) * it), sh);
-  if (block_any(bad)) total = __builtin_nanf("");
-  const float ms = mx == -kInf ? 0.f : mx, log_s = logf(total);
-  if (a.op == Op::logsumexp) {
-    if (threadIdx.x == 0) static_cast<float*>(a.y)[r] = ms * it + log_s;
-    return;
-  }
-  float* y = static_cast<float*>(a.y) + r * a.y_stride;
-  const float inv = 1.f / total;
-  for (int64_t i = threadIdx.x; i < a.cols; i += kThreads) {
-    const float z = (to_f32(x[i]) - ms) * it;
-    y[i] = a.op == Op::softmax ? __expf(z) * inv : z - log_s;
-  }
+  const RowMax rm = row_max<kThreads, V>(row_in<T>(a, r), int(a.cols), br);
+  if (threadIdx.x == 0) static_cast<int32_t*>(a.y)[r] = rm.valid ? int32_t(rm.first) : -1;
 }
 
-template <class T> __global__ void __launch_bounds__(kThreads) argmax_kernel(Args a) {
-  __shared__ Shared sh;
+template <class T, int V> __global__ void __launch_bounds__(kThreads) mask_kernel(Args a) {
+  constexpr int NT = kThreads;
+  __shared__ SelectSmem<NT> sm;
+  Ctx<NT> cx(sm);
   const int64_t r = blockIdx.x;
+  const int n = int(a.cols);
   const T* x = row_in<T>(a, r);
-  const RowMax<T> rm = row_max(x, a.cols, sh);
-  long long first = INT64_MAX;
-  for (int64_t i = threadIdx.x; i < a.cols && first == INT64_MAX; i += kThreads)
-    if (to_f32(x[i]) == rm.m) first = i;
-  first = block_min_index(first, sh);
-  if (threadIdx.x == 0) static_cast<int32_t*>(a.y)[r] = rm.valid ? int32_t(first) : -1;
-}
-
-template <class T> __device__ void copy_row(const Args& a, const T* x, T* y) {
-  if (a.in_place) return;
-  for (int64_t i = threadIdx.x; i < a.cols; i += kThreads) y[i] = x[i];
-}
-
-template <class T> __global__ void __launch_bounds__(kThreads) mask_kernel(Args a) {
-  __shared__ Shared sh;
-  __shared__ u64 bins[2048];
-  const int64_t r = blockIdx.x;
-  const T* x = row_in<T>(a, r);
-  T* y = static_cast<T*>(a.y) + r * a.y_stride;
-  const RowMax<T> rm = row_max(x, a.cols, sh);
-  if (!rm.valid) return copy_row(a, x, y);
-  float cut = -kInf, e_min = 0.f;
+  T* y = row_out<T>(a, r);
+  const RowMax rm = row_max<NT, V>(x, n, cx.br);
+  const auto copy = [&] {
+    if (!a.in_place) copy_row<NT, V>(x, y, n);
+  };
+  if (!rm.valid) return copy();
   const float m = rm.m;
   const float it = a.op == Op::top_k_mask ? 1.f : 1.f / a.temperature.at(r);
+  u32 cut = 0;  // keys >= cut are kept; 0 keeps everything
+  float e_min = 0.f;
   if (a.op == Op::top_k_mask) {
     const int64_t k = a.top_k.at(r);
-    if (k <= 0 || k >= a.cols) return copy_row(a, x, y);
-    cut = float_of(radix_select(x, a.cols, u64(k), [](int64_t, float) { return u64(1); }, bins, sh));
+    if (k <= 0 || k >= n) return copy();
+    cut = kth_key<NT, V>(cx, x, n, k, list_top<NT, V>(cx, x, n, k, rm.tm));
   } else if (a.op == Op::min_p_mask) {
     e_min = a.min_p.at(r);
-    if (!(e_min > 0.f)) return copy_row(a, x, y);
+    if (!(e_min > 0.f)) return copy();
   } else {
     const float p = a.p.at(r);
-    if (p >= 1.f) return copy_row(a, x, y);
-    u64 local = 0, total = 0;
-    for (int64_t i = threadIdx.x; i < a.cols; i += kThreads) local += fixed(__expf((to_f32(x[i]) - m) * it));
-    block_exclusive_scan(local, &total, sh);
-    const u64 target = u64(ceil(double(p) * double(total)));
-    auto mass = [&](int64_t, float v) { return fixed(__expf((v - m) * it)); };
-    cut = float_of(radix_select(x, a.cols, target, mass, bins, sh));
+    if (p >= 1.f) return copy();
+    auto mass = [&](u32 key, u32) { return fixed(__expf((float_of(key) - m) * it)); };
+    auto target = [p](u64 total) { return u64(ceil(double(p) * double(total))); };
+    const u32 listed = n <= kCap ? list_top<NT, V>(cx, x, n, 0, rm.tm) : 0;
+    cut = listed ? select_list<NT, false>(cx, Sel{}, listed, false, mass, target)
+                 : select_global<NT, V, kU<V>, false>(cx, x, n, mass, target);
   }
   __syncthreads();  // in place: every read of the row happened before any write
-  const T neg = from_f32<T>(-kInf);
-  for (int64_t i = threadIdx.x; i < a.cols; i += kThreads) {
-    const float v = to_f32(x[i]);
-    bool keep = v >= cut;
-    if (e_min > 0.f) keep &= __expf((v - m) * it) >= e_min;
-    y[i] = keep ? x[i] : neg;
-  }
+  const float bound = threshold_of(cut);
+  for_packs<NT, V, kU<V>>(x, n, [&](int q, const Pack<T, V>& p, int len) {
+    if (!len) return;
+    Pack<T, V> o = p;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const float v = p.f(e);
+      bool keep = v >= bound;
+      if (e_min > 0.f) keep &= __expf((v - m) * it) >= e_min;
+      if (!keep) o.set(e, Elem<T>::kNegInf);
+    }
+    store_pack<T, V>(y, int64_t(q) * V, len, o);
+  });
 }
 
-template <class T> __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
-  __shared__ Shared sh;
-  __shared__ u64 bins[2048];
-  const int64_t r = blockIdx.x, n = a.cols;
+template <class T, int V> __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
+  constexpr int NT = kThreads;
+  __shared__ SelectSmem<NT> sm;
+  Ctx<NT> cx(sm);
+  const int64_t r = blockIdx.x;
+  const int n = int(a.cols);
   const T* x = row_in<T>(a, r);
   int32_t* out = static_cast<int32_t*>(a.y);
-  const RowMax<T> rm = row_max(x, n, sh);
+  const RowMax rm = row_max<NT, V>(x, n, cx.br);
   if (!rm.valid) {
     if (threadIdx.x == 0) out[r] = -1;
     return;
   }
-  const float m = rm.m, t = a.temperature.at(r);
+  const float t = a.temperature.at(r);
   const int64_t k = a.top_k.at(r);
   if (!(t > 0.f) || k == 1) {
-    long long first = INT64_MAX;
-    for (int64_t i = threadIdx.x; i < n && first == INT64_MAX; i += kThreads)
-      if (to_f32(x[i]) == m) first = i;
-    first = block_min_index(first, sh);
-    if (threadIdx.x == 0) out[r] = int32_t(first);
+    if (threadIdx.x == 0) out[r] = int32_t(rm.first);
     return;
   }
-  const float it = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
-  float cut = -kInf;
-  if (k > 1 && k < n) cut = float_of(radix_select(x, n, u64(k), [](int64_t, float) { return u64(1); }, bins, sh));
-  auto kept_mass = [&](int64_t, float v) {
-    const float e = __expf((v - m) * it);
-    return (v >= cut && e >= mp) ? fixed(e) : u64(0);
+  const float m = rm.m, it = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
+  const bool top_k = k > 1 && k < n;
+  // The row's uniform (top 24 bits of its Philox word), drawn where it is used.
+  auto uniform24 = [&] { return braze::philox::row_block(a.seed, a.offset, uint64_t(blockIdx.x)).v[0] >> 8; };
+  // The mass an element keeps (keys below cut keep none), as on the CPU.
+  auto mass_above = [&](u32 key, u32 cut) -> u64 {
+    if (key < cut) return 0;
+    const float e = __expf((float_of(key) - m) * it);
+    return e >= mp ? fixed(e) : 0;
   };
-  if (p < 1.f) {
-    u64 local = 0, total = 0;
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) local += kept_mass(i, to_f32(x[i]));
-    block_exclusive_scan(local, &total, sh);
-    const u64 target = u64(ceil(double(p) * double(total)));
-    cut = fmaxf(cut, float_of(radix_select(x, n, target, kept_mass, bins, sh)));
-  }
-  // Inverse CDF in index order: thread j owns the j-th contiguous slice.
-  const int64_t per = (n + kThreads - 1) / kThreads, b0 = min(n, threadIdx.x * per), b1 = min(n, b0 + per);
-  u64 local = 0, total = 0;
-  for (int64_t i = b0; i < b1; ++i) local += kept_mass(i, to_f32(x[i]));
-  const u64 before = block_exclusive_scan(local, &total, sh);
-  const uint32_t u24 = braze::philox::row_block(a.seed, a.offset, uint64_t(r)).v[0] >> 8;
-  const u64 target = (total >> 24) * u24 + (((total & 0xffffffull) * u24) >> 24);  // floor(u * total)
-  long long tok = INT64_MAX;
-  if (before <= target && target < before + local) {
-    u64 c = before;
-    for (int64_t i = b0; i < b1; ++i) {
-      c += kept_mass(i, to_f32(x[i]));
-      if (c > target) {
-        tok = i;
-        break;
-      }
+  auto top_p_target = [p](u64 total) { return u64(ceil(double(p) * double(total))); };
+  const u32 listed = list_top<NT, V>(cx, x, n, top_k ? k : 0, rm.tm);
+  u32 cut = top_k ? kth_key<NT, V>(cx, x, n, k, listed) : 0;
+  u32 tok;
+  if (listed) {  // every element that can be kept is on the list
+    if (p < 1.f) {
+      const u32 ck = cut;
+      cut = max(cut, select_list<NT, false>(cx, Sel{}, listed, false, [&](u32 key, u32) { return mass_above(key, ck); },
+                                            top_p_target));
     }
+    // Keys ~index: idx < 2^(8 * bytes), so the top digits of ~idx are all ones.
+    const int bits = 32 - __clz(u32(n - 1) | 1u), bytes = (bits + 7) / 8;
+    Sel s;
+    s.level = 4 - bytes;
+    s.mask = s.prefix = bytes == 4 ? 0u : ~0u << (8 * bytes);
+    const u32 u24 = uniform24();
+    tok = ~select_list<NT, false>(cx, s, listed, true, [&](u32, u32 key) { return mass_above(key, cut); },
+                                  [u24](u64 total) { return scaled(total, u24) + 1; });
+  } else {
+    if (p < 1.f) {
+      const u32 ck = cut;
+      cut = max(cut, select_global<NT, V, kU<V>, false>(cx, x, n, [&](u32 key, u32) { return mass_above(key, ck); },
+                                                        top_p_target));
+    }
+    tok = cdf_global<NT, V, kU<V>>(cx, x, n, [&](u32 key) { return mass_above(key, cut); }, uniform24());
   }
-  tok = block_min_index(tok, sh);
-  if (threadIdx.x == 0) out[r] = tok == INT64_MAX ? -1 : int32_t(tok);
+  if (threadIdx.x == 0) static_cast<int32_t*>(a.y)[blockIdx.x] = int32_t(tok);
 }
 
-template <class T> __global__ void __launch_bounds__(kThreads) penalty_kernel(Args a) {
+template <class T, int V> __global__ void __launch_bounds__(kThreads) penalty_kernel(Args a) {
   const int64_t r = blockIdx.x;
   const T* x = row_in<T>(a, r);
-  T* y = static_cast<T*>(a.y) + r * a.y_stride;
+  T* y = row_out<T>(a, r);
   const int32_t* ids = a.ids + r * a.ids_stride;
-  copy_row(a, x, y);
+  if (!a.in_place) copy_row<kThreads, V>(x, y, int(a.cols));
   __syncthreads();
   for (int64_t j = threadIdx.x; j < a.ids_len; j += kThreads) {
     const int32_t tok = ids[j];
