@@ -62,7 +62,10 @@ void require_shape(const Tensor& t, const int64_t* shape, int ndim, const char* 
 }
 
 void require_shape(const Tensor& t, const Tensor& ref) {
-  std::string what = std::string("that of ") + ref.name;
+  bool ok = t.ndim == ref.ndim;
+  for (int i = 0; ok && i < ref.ndim; ++i) ok = t.shape[i] == ref.shape[i];
+  if (ok) return;  // the message (and its allocation) only on failure
+  const std::string what = std::string("that of ") + ref.name;
   require_shape(t, ref.shape, ref.ndim, what.c_str());
 }
 

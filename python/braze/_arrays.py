@@ -31,6 +31,11 @@ class Numpy:
         return "cpu", 0
 
     @staticmethod
+    def place(a):
+        """(backend, stream handle) of a call on ``a``: the hot path's one look."""
+        return "cpu", 0
+
+    @staticmethod
     def native(a):
         return a.view(np.uint16) if a.dtype == BF16 else a
 
@@ -76,6 +81,12 @@ class Torch:
         d = a.device
         return _TORCH_DEVICES.get(d.type, d.type), d.index or 0
 
+    @staticmethod
+    def place(a):
+        if a.is_cuda:  # a plain flag: cheaper than building a.device
+            return "cuda", _torch_raw_stream(a.get_device())
+        return Torch.device(a)[0], 0
+
     @classmethod
     def native(cls, a):
         if cls._to_dlpack is None:
@@ -97,6 +108,8 @@ class Torch:
         import torch
 
         if dtype is None:
+            if shape == like.shape:  # empty_like is about half new_empty's cost (decode calls)
+                return torch.empty_like(like)
             return like.new_empty(shape)
         return like.new_empty(shape, dtype=getattr(torch, dtype))
 
@@ -120,21 +133,29 @@ class Torch:
         dst.copy_(src)
 
 
+_raw_stream = None
+
+
 def _torch_raw_stream(index):
     """The current CUDA stream handle of device `index`: torch's raw getter
     (what Triton launches with) is ~10x cheaper than current_stream()."""
-    import torch
+    global _raw_stream
+    if _raw_stream is None:
+        import torch
 
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(index)
-    return torch.cuda.current_stream(index).cuda_stream
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _raw_stream(index)
 
 
 class Cupy:
     name = "cupy"
     immutable = False
     device = staticmethod(dlpack_device)
+
+    @staticmethod
+    def place(a):
+        return "cuda", Cupy.stream(a)
 
     @staticmethod
     def native(a):
@@ -180,6 +201,10 @@ class _Immutable(Numpy):
 
     immutable = True
     device = staticmethod(dlpack_device)
+
+    @staticmethod
+    def place(a):
+        return dlpack_device(a)[0], 0
 
     @staticmethod
     def is_bf16(a):

@@ -15,9 +15,12 @@ from . import _backends
 from ._arrays import framework
 
 _warned = set()
+_kernels = {}  # (backend, op) -> native entry point or None, looked up once
 
 
 def number(name, v):
+    if type(v) is float:  # the common case, without the ABC check
+        return v
     if isinstance(v, numbers.Real) and not isinstance(v, bool):
         return float(v)
     raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
@@ -36,11 +39,13 @@ class Call:
         self.op = op
         self.x = x
         fw = self.fw = framework(x, name)
-        self.backend = fw.device(x)[0]
-        mod = _backends.module(self.backend) if self.backend in _backends.NAMES else None
-        self.kernel = getattr(mod, op, None) if mod is not None else None
+        self.backend, self.stream = fw.place(x)
+        try:
+            self.kernel = _kernels[(self.backend, op)]
+        except KeyError:
+            mod = _backends.module(self.backend) if self.backend in _backends.NAMES else None
+            self.kernel = _kernels[(self.backend, op)] = getattr(mod, op, None) if mod is not None else None
         self.bf16 = fw.is_bf16(x)
-        self.stream = fw.stream(x) if self.backend == "cuda" else 0
 
     def arg(self, a, name):
         """An array argument (or None) as the native module takes it."""
