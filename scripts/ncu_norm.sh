@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# ncu metrics of the norm kernels beside an elementwise copy: time, DRAM bytes, occupancy and the main stall reasons. $1: out dir.
+# ncu metrics of the norm kernels beside an elementwise copy: time, DRAM
+# bytes, occupancy and the main stall reasons. $1: out dir; more args go to
+# profile_norm.py (the ops to launch).
 set -uo pipefail
 out=${1:-ncu-out}; mkdir -p "$out"
 m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active
