@@ -28,8 +28,8 @@ template <class C> struct RmsNorm {
       }
     });
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x}, [&](int k, auto c, int n, auto& q) {
-      const auto wv = rp.weight(k, w, c, n);
+    rp.again({x}, [&](int, auto c, int n, auto& q) {
+      const auto wv = load_vec<T, C::V>(w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
       for (int e = 0; e < C::V; ++e) o.v[e] = from_f32<T>(to_f32(q[0].v[e]) * s * scale_at(wv, w, e, p.w_offset));
@@ -57,12 +57,12 @@ template <class C> struct AddRmsNorm {
         ss += v * v;
       }
       store_pack(h, c, n, q[0]);
-    }, w);
+    });
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
     // Register form: q[.][0] now holds h. Looped form: h is read back from
     // memory, written above by this same thread.
-    rp.template again<1>({h, h}, [&](int k, auto c, int n, auto& q) {
-      const auto wv = rp.weight(k, w, c, n);
+    rp.template again<1>({h, h}, [&](int, auto c, int n, auto& q) {
+      const auto wv = load_vec<T, C::V>(w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
       for (int e = 0; e < C::V; ++e) o.v[e] = from_f32<T>(to_f32(q[0].v[e]) * s * scale_at(wv, w, e, p.w_offset));
@@ -84,7 +84,7 @@ template <class C> struct LayerNorm {
     rp.first({x}, [&](int, int64_t, int, auto& q) {
 #pragma unroll
       for (int e = 0; e < C::V; ++e) sum += to_f32(q[0].v[e]);  // padding is zero
-    }, w);
+    });
     const float mean = reduce(Sums<1>{{sum}}).v[0] / float(p.cols);
     float dev = 0.f;  // the deviations from the mean, not E[x^2] - mean^2, for accuracy
     rp.again({x}, [&](int, int64_t, int n, auto& q) {
@@ -95,8 +95,8 @@ template <class C> struct LayerNorm {
       }
     });
     const float rstd = rsqrtf(reduce(Sums<1>{{dev}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x}, [&](int k, auto c, int n, auto& q) {
-      const auto wv = rp.weight(k, w, c, n);
+    rp.again({x}, [&](int, auto c, int n, auto& q) {
+      const auto wv = load_vec<T, C::V>(w, c, n);
       const auto bv = load_vec<T, C::V>(b, c, n);
       Pack<T, C::V> o;
 #pragma unroll
@@ -126,10 +126,10 @@ template <class C> struct RmsNormGated {
         const float v = to_f32(q[0].v[e]);
         ss += v * v;
       }
-    }, w);
+    });
     const float s = rsqrtf(reduce(Sums<1>{{ss}}).v[0] / float(p.cols) + p.eps);
-    rp.again({x, gate}, [&](int k, auto c, int n, auto& q) {
-      const auto wv = rp.weight(k, w, c, n);
+    rp.again({x, gate}, [&](int, auto c, int n, auto& q) {
+      const auto wv = load_vec<T, C::V>(w, c, n);
       Pack<T, C::V> o;
 #pragma unroll
       for (int e = 0; e < C::V; ++e) {

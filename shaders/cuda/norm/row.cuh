@@ -82,12 +82,11 @@ template <class T> __device__ __forceinline__ const T* vec_ptr(const void* base,
 // first column, the number of valid elements n <= V (a partial pack is zero
 // padded) and the NIN packs, which it may modify: in register form the change
 // is what later passes see.
-template <class C, int NIN, bool kKeepW = false> struct RowPass {
+template <class C, int NIN> struct RowPass {
   using T = typename C::T;
   using P = Pack<T, C::V>;
   static constexpr int V = C::V, K = C::K;
   P q[K][NIN];
-  P wq[kKeepW && !C::kLoop ? K : 1];  // kKeepW, register form: the weight slice of this thread, loaded with the row
   using Col = typename C::Col;
   int tid, size;
   Col cols;
@@ -101,14 +100,13 @@ template <class C, int NIN, bool kKeepW = false> struct RowPass {
   }
 
   template <int NLOAD, class F>
-  __device__ __forceinline__ void batch(Col i0, const T* const (&src)[NIN], F& f, const T* w = nullptr) {
+  __device__ __forceinline__ void batch(Col i0, const T* const (&src)[NIN], F& f) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const Col c = col(i0 + k);
       if (c < cols) {
 #pragma unroll
         for (int s = 0; s < NLOAD; ++s) q[k][s] = load_pack<T, V>(src[s], c, valid(c));
-        if (kKeepW && !C::kLoop && w) wq[k] = load_pack<T, V>(w, c, valid(c));
       }
     }
 #pragma unroll
@@ -122,25 +120,10 @@ template <class C, int NIN, bool kKeepW = false> struct RowPass {
     for (Col i0 = 0; col(i0) - tid * Col(V) < cols; i0 += K) batch<NLOAD>(i0, src, f);
   }
 
-  // First pass: loads the first NLOAD inputs (register form: and keeps them,
-  // with the weight slice w when given, so that its load overlaps the row's
-  // and not the write pass).
-  template <int NLOAD = NIN, class F>
-  __device__ __forceinline__ void first(const T* const (&src)[NIN], F f, const T* w = nullptr) {
+  // First pass: loads the first NLOAD inputs (register form: and keeps them).
+  template <int NLOAD = NIN, class F> __device__ __forceinline__ void first(const T* const (&src)[NIN], F f) {
     if constexpr (C::kLoop) loop<NLOAD>(src, f);
-    else batch<NLOAD>(0, src, f, w);
-  }
-
-  // The weight pack of slot k at column c: kept from first() with kKeepW in
-  // register form, else loaded now.
-  __device__ __forceinline__ P weight(int k, const T* w, Col c, int n) const {
-    P r;
-    if constexpr (kKeepW && !C::kLoop) {
-      r = wq[k];
-    } else {
-      if (w) r = load_pack<T, V>(w, c, n);
-    }
-    return r;
+    else batch<NLOAD>(0, src, f);
   }
 
   // A later pass over the first NUSE inputs: register form reuses the packs,
