@@ -1,5 +1,6 @@
 """The sampling family: registry parity, Philox bits, tie rules, the sampler's
 distribution (chi-square), rows that cannot be sampled, per-row parameters and errors."""
+import contextlib
 import math
 
 import numpy as np
@@ -25,6 +26,54 @@ def test_every_cpu_isa(isa):
                 for case in spec.cases:
                     res = testing.check(spec, "cpu", dtype, (3, 1000), case, seed=5)
                     assert res.ok, f"{spec.name} {dtype} {case} on {isa}: {res.message}"
+
+
+@contextlib.contextmanager
+def streaming_stores():
+    """Every CPU output written around the cache (the path large outputs take)."""
+    braze._cpu.set_stream_min_bytes(0)
+    try:
+        yield
+    finally:
+        braze._cpu.set_stream_min_bytes(-1)
+
+
+@pytest.mark.parametrize("isa", braze._cpu.isas_supported())
+def test_streaming_stores(isa):
+    with cpu_isa(isa), streaming_stores():
+        for spec in (s for s in SPECS if s.name in ("softmax", "log_softmax")):
+            for dtype in spec.dtypes:
+                for shape, strided in (((3, 1000), False), ((5, 77), True), ((2, 70000), False)):
+                    for case in spec.cases:
+                        res = testing.check(spec, "cpu", dtype, shape, case, strided, seed=6)
+                        assert res.ok, f"{spec.name} {dtype} {shape} {case} on {isa}: {res.message}"
+        # outputs at every alignment: the non-temporal body starts at a vector boundary
+        x = _logits(3, 1000)
+        want = ref.softmax(x.astype(np.float64))
+        buf = np.full(3 * 1000 + 16, np.nan, np.float32)
+        for off in range(16):
+            out = buf[off:off + 3000].reshape(3, 1000)
+            assert S.softmax(x, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-9)
+
+
+def test_softmax_rows_whose_max_rises_everywhere():
+    """The statistics pass rescales a lane's sum each time its max rises:
+    ascending rows do so at every step, huge ranges underflow most terms."""
+    n = 4099
+    rows = np.stack([np.linspace(-30, 30, n), np.linspace(30, -30, n), np.full(n, 3.0),
+                     np.linspace(-1e4, 1e4, n), np.where(np.arange(n) % 3, -np.inf, np.arange(n) * 0.01)])
+    x = rows.astype(np.float32)
+    for t in (1.0, 0.3, 7.0):
+        want = ref.softmax(x.astype(np.float64), temperature=t)
+        np.testing.assert_allclose(S.softmax(x, temperature=t), want, rtol=2e-6, atol=1e-12)
+        np.testing.assert_allclose(S.logsumexp(x, temperature=t), ref.logsumexp(x.astype(np.float64), temperature=t),
+                                   rtol=1e-6)
+        got = S.log_softmax(x, temperature=t)
+        want = ref.log_softmax(x.astype(np.float64), temperature=t)
+        fin = np.isfinite(want)
+        assert np.array_equal(np.isfinite(got), fin)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=2e-6, atol=2e-4)
 
 
 # ---------------------------------------------------------------- Philox

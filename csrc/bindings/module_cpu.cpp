@@ -42,6 +42,10 @@ NB_MODULE(_cpu, m) {
     }
     throw ValueError("isa must be one of 'base', 'avx2', 'avx512', got '" + name + "'");
   }, nb::arg("isa"));
+  m.def("stream_min_bytes", &cpu::stream_min_bytes,
+        "Outputs larger than this many bytes are written around the cache (non-temporal stores).");
+  m.def("set_stream_min_bytes", &cpu::set_stream_min_bytes, nb::arg("bytes"),
+        "For tests: 0 streams every output; a negative value restores the default (half the last-level cache).");
   // The copy ceiling of `braze bench`: the pool's threads each memcpy one slice.
   m.def("copy", [](bind::Array src, nb::ndarray<> dst) {
     size_t n = src.nbytes();

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 #if defined(__linux__)
@@ -168,6 +170,34 @@ Pool& pool() {
 }  // namespace
 
 int num_threads() { return pool().size(); }
+
+namespace {
+// The last-level cache as the OS describes this CPU's view of it (sysfs; glibc's
+// sysconf can report the whole package's L3 instead of the share a core sees).
+int64_t llc_bytes() {
+#if defined(__linux__)
+  for (const char* level : {"3", "2"}) {
+    std::ifstream f(std::string("/sys/devices/system/cpu/cpu0/cache/index") + level + "/size");
+    int64_t v = 0;
+    std::string unit;
+    if (f >> v && v > 0) {
+      f >> unit;
+      return v << (unit == "K" ? 10 : unit == "M" ? 20 : 0);
+    }
+  }
+#endif
+  return int64_t(32) << 20;
+}
+std::atomic<int64_t> g_stream_min{-1};
+}  // namespace
+
+int64_t stream_min_bytes() {
+  static const int64_t fallback = llc_bytes() / 2;
+  const int64_t v = g_stream_min.load(std::memory_order_relaxed);
+  return v < 0 ? fallback : v;
+}
+
+void set_stream_min_bytes(int64_t bytes) { g_stream_min.store(bytes < 0 ? -1 : bytes); }
 
 void set_num_threads(int n) { pool().resize(std::max(1, n)); }
 

@@ -17,6 +17,11 @@ bool isa_built(Isa isa);
 bool isa_supported(Isa isa);
 
 int num_threads();
+// Kernels write outputs larger than this around the cache (non-temporal
+// stores). Default: half the last-level cache (sysfs, else 32 MiB); tests
+// set 0 to run the streaming path on small shapes.
+int64_t stream_min_bytes();
+void set_stream_min_bytes(int64_t bytes);  // < 0: back to the default
 void set_num_threads(int n);
 
 // Runs fn(task, worker) for task in [0, tasks) on the pool; the calling thread

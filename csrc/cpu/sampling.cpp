@@ -1,8 +1,9 @@
 // Sampling family on the CPU. Rows are split over the thread pool.
 //
-// softmax & co: pass 1 reads the row once in L1-sized chunks, taking each
-// chunk's max and then its sum of exp against the running max (one rescale
-// per chunk, not per element); pass 2 re-reads the row (from L2) and writes.
+// softmax & co: one read of a row gives its max and sum of exp (online, per
+// lane); a second read (from L2) writes the output, around the cache when it
+// is large. Two exps per element, so that the output is written once; the
+// first read of the next row runs in the loop that writes this one.
 //
 // Thresholds (top-k, top-p) are found without sorting: a radix select over
 // the order-preserving integer keys of the float logits, 11 + 11 + 10 bits,
@@ -27,122 +28,151 @@ using sampling::Args;
 using sampling::Op;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr int64_t kChunk = 2048;
-
-inline bool any(vi m) {
-  for (int i = 0; i < W; ++i)
-    if (m[i]) return true;
-  return false;
-}
 
 // ---------------------------------------------------------------- row statistics
-// The raw row max m and s = sum(exp((x - m) * inv_t)), with NaN propagated to
-// s. (x - m) * inv_t is exactly 0 at the max, whatever the FMA contraction.
+// The raw row max m and s = sum(exp((x - m) * inv_t)), from one read of the
+// row: each lane keeps its own running max M and sum s of exp((x - M) * inv_t)
+// and rescales s when M rises (a few times per lane on real rows; at worst at
+// every step). NaN sticks in s. M starts at -FLT_MAX, so -inf elements add
+// exp(-inf) = 0; a row of only -inf gets m = -inf, s = 0.
 struct Stats {
   float m, s;
   float m_safe() const { return m == -kInf ? 0.f : m; }  // a row of -inf: s = 0, softmax = 0/0
 };
 
-template <class D> Stats row_stats(const typename D::T* x, int64_t n, float inv_t) {
-  float m = -kInf, s = 0.f;
-  bool nan = false;
-  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-    const int64_t len = std::min(kChunk, n - c0);
-    const auto* xc = x + c0;
-    vf mv = splat(-kInf);
-    lanes(len, [&](int64_t i, int64_t c) { mv = vmax(mv, ld<D>(xc, i, c, -kInf)); });
-    const float cm = hmax(mv);
-    if (cm > m) {
-      s *= std::exp((m - cm) * inv_t);
-      m = cm;
+struct Online {
+  vf M = splat(-std::numeric_limits<float>::max()), s{};
+  // Adds e = exp((v - M) * it) with M the lane maxima after v, and returns e;
+  // rose(M) is told each time M rises.
+  template <class Rose> vf add(vf v, vf it, Rose rose) {
+    if (any_greater(v, M)) {
+      const vf up = vmax(v, M);
+      s *= vexp((M - up) * it);
+      M = up;
+      rose(up);
     }
-    if (m == -kInf) {  // only -inf (or NaN) so far: nothing to add, but NaN must stick
-      lanes(len, [&](int64_t i, int64_t c) { vf v = ld<D>(xc, i, c); nan |= any(v != v); });
-      continue;
-    }
-    vf acc0{}, acc1{}, mm = splat(m), it = splat(inv_t);
-    int64_t i = 0;
-    for (; i + 2 * W <= len; i += 2 * W) {
-      acc0 += vexp((load<D>(xc + i) - mm) * it);
-      acc1 += vexp((load<D>(xc + i + W) - mm) * it);
-    }
-    lanes(len - i, [&](int64_t j, int64_t c) { acc0 += vexp((ld<D>(xc + i, j, c, -kInf) - mm) * it); });
-    s += hsum(acc0 + acc1);
+    const vf e = vexp((v - M) * it);
+    s += e;
+    return e;
   }
-  if (nan) s = std::numeric_limits<float>::quiet_NaN();
-  return {m, s};
+  vf add(vf v, vf it) { return add(v, it, [](vf) {}); }
+};
+
+inline Stats finish(const Online& a, const Online& b, float inv_t) {
+  const vf it = splat(inv_t);
+  const float m = hmax(vmax(a.M, b.M));
+  const float s = hsum(a.s * vexp((a.M - m) * it) + b.s * vexp((b.M - m) * it));
+  return {s == 0.f ? -kInf : m, s};  // s == 0 only when no element exceeds -inf
 }
 
-// softmax: pass 1 writes e = exp((x - m_chunk) / T) against the running max
-// of each chunk (one exp per element); pass 2 rescales each chunk by
-// exp((m_chunk - m) / T) / s, reading the row back from cache.
-template <class D> void softmax_row(const typename D::T* x, float* y, int64_t n, float inv_t) {
-  float m = -kInf, s = 0.f;
-  bool nan = false;
-  float chunk_max[64];  // rows longer than 64 chunks take the two-exp path of row_stats
+template <class D> Stats row_stats(const typename D::T* x, int64_t n, float inv_t) {
   const vf it = splat(inv_t);
-  for (int64_t c0 = 0, ci = 0; c0 < n; c0 += kChunk, ++ci) {
-    const int64_t len = std::min(kChunk, n - c0);
-    const auto* xc = x + c0;
-    float* yc = y + c0;
-    vf mv = splat(-kInf);
-    lanes(len, [&](int64_t i, int64_t c) { mv = vmax(mv, ld<D>(xc, i, c, -kInf)); });
-    const float cm = hmax(mv);
-    if (cm > m) {
-      s *= std::exp((m - cm) * inv_t);
-      m = cm;
-    }
-    chunk_max[ci] = m;
-    if (m == -kInf) {
-      lanes(len, [&](int64_t i, int64_t c) {
-        vf v = ld<D>(xc, i, c);
-        nan |= any(v != v);
-        st<F32>(yc, i, c, splat(0.f));
-      });
-      continue;
-    }
-    vf acc{}, mm = splat(m);
-    lanes(len, [&](int64_t i, int64_t c) {
-      vf e = vexp((ld<D>(xc, i, c, -kInf) - mm) * it);
-      acc += e;
-      st<F32>(yc, i, c, e);
-    });
-    s += hsum(acc);
+  Online a, b;  // two chains for the pipeline
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    a.add(load<D>(x + i), it);
+    b.add(load<D>(x + i + W), it);
   }
-  if (nan) s = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t c0 = 0, ci = 0; c0 < n; c0 += kChunk, ++ci) {
-    const int64_t len = std::min(kChunk, n - c0);
-    const vf f = splat(std::exp((chunk_max[ci] - m) * inv_t) / s);
-    float* yc = y + c0;
-    lanes(len, [&](int64_t i, int64_t c) { st<F32>(yc, i, c, ld<F32>(yc, i, c) * f); });
-  }
+  lanes(n - i, [&](int64_t j, int64_t c) { a.add(ld<D>(x + i, j, c, -kInf), it); });
+  return finish(a, b, inv_t);
 }
+
+// ---------------------------------------------------------------- softmax, log_softmax
+// The statistics pass of a row keeps, in a per-thread f32 row: for softmax
+// e = exp((x - M) * inv_t) against the lane maxima M of the moment, with the
+// segments where M rose and its new value; for log_softmax x itself. The
+// write pass then needs no exp: y = e * exp((M - m) * inv_t) / s (one exp per
+// rise), or (x - m) * inv_t - log s. Row r is written in the loop that takes
+// row r + 1's statistics, in place in the same scratch row, so the
+// compute-bound statistics overlap the memory-bound writes. Outputs larger
+// than half the last-level cache are written around it (a plain store reads
+// each line first); that needs every row's segments at the same alignment.
+struct Rise {
+  int64_t i;  // the segment that starts at element i
+  vf M;
+};
+struct NormWorkspace {
+  std::vector<float> e;
+  std::vector<Rise> rises[2];
+};
+thread_local NormWorkspace tls_norm;
 
 template <class D> void normalize_rows(const Args& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
-    const float inv_t = 1.f / a.temperature.at(r);
-    float* y = static_cast<float*>(a.y) + r * a.y_stride;
-    if (a.op == Op::softmax && a.cols <= 64 * kChunk) {
-      softmax_row<D>(x, y, a.cols, inv_t);
-      continue;
+  const int64_t n = a.cols;
+  const auto row = [&](int64_t r) { return static_cast<const T*>(a.x) + r * a.x_stride; };
+  const auto inv_t = [&](int64_t r) { return 1.f / a.temperature.at(r); };
+  if (a.op == Op::logsumexp) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const Stats rs = row_stats<D>(row(r), n, inv_t(r));
+      static_cast<float*>(a.y)[r] = rs.m_safe() * inv_t(r) + std::log(rs.s);
     }
-    const Stats stats = row_stats<D>(x, a.cols, inv_t);
-    const float m = stats.m_safe(), log_s = std::log(stats.s);
-    if (a.op == Op::logsumexp) {
-      static_cast<float*>(a.y)[r] = m * inv_t + log_s;
-      continue;
-    }
-    const vf it = splat(inv_t), mm = splat(m);
-    if (a.op == Op::softmax) {
-      const vf inv_s = splat(1.f / stats.s);
-      lanes(a.cols, [&](int64_t i, int64_t c) { st<F32>(y, i, c, vexp((ld<D>(x, i, c) - mm) * it) * inv_s); });
-    } else {
-      const vf l = splat(log_s);
-      lanes(a.cols, [&](int64_t i, int64_t c) { st<F32>(y, i, c, (ld<D>(x, i, c) - mm) * it - l); });
-    }
+    return;
   }
+  const bool softmax = a.op == Op::softmax;
+  float* const y0 = static_cast<float*>(a.y) + r0 * a.y_stride;
+  const int64_t head = to_vector_boundary(y0);
+  const bool stream = a.rows * n * int64_t(sizeof(float)) > stream_min_bytes() && head >= 0 &&
+                      (r1 - r0 == 1 || a.y_stride % W == 0);
+  const int64_t seg_head = stream ? head : 0;
+  NormWorkspace& ws = tls_norm;
+  ws.e.resize(size_t(n));
+  float* const e = ws.e.data();
+  std::vector<Rise>*cur = &ws.rises[0], *nxt = &ws.rises[1];
+
+  // The statistics of row r, for the segment (i, c), into the scratch row.
+  const auto take = [&](const T* x, vf it, Online& on, std::vector<Rise>& rises, int64_t i, int64_t c) {
+    const vf v = ld<D>(x, i, c, -kInf);
+    const vf z = on.add(v, it, [&](vf M) {
+      if (softmax) rises.push_back({i, M});
+    });
+    st<F32>(e, i, c, softmax ? z : v);
+  };
+  Online on;
+  cur->clear();
+  {
+    const T* x = row(r0);
+    const vf it = splat(inv_t(r0));
+    segments(n, seg_head, [&](int64_t i, int64_t c) { take(x, it, on, *cur, i, c); });
+  }
+  Stats rs = finish(on, Online{}, inv_t(r0));
+  for (int64_t r = r0; r < r1; ++r) {
+    float* y = static_cast<float*>(a.y) + r * a.y_stride;
+    const vf it = splat(inv_t(r)), mm = splat(rs.m_safe()), inv_s = splat(1.f / rs.s), l = splat(std::log(rs.s));
+    vf f = vexp((splat(-std::numeric_limits<float>::max()) - mm) * it) * inv_s;  // before any rise: e = 0
+    size_t k = 0;
+    int64_t at = cur->empty() ? n : (*cur)[0].i;
+    const auto write = [&](int64_t i, int64_t c) {
+      const vf v = ld<F32>(e, i, c);
+      vf out;
+      if (softmax) {
+        if (i == at) {
+          f = vexp(((*cur)[k].M - mm) * it) * inv_s;
+          at = ++k < cur->size() ? (*cur)[k].i : n;
+        }
+        out = v * f;
+      } else {
+        out = (v - mm) * it - l;
+      }
+      if (stream && c == W) stream_store(y + i, out);
+      else st<F32>(y, i, c, out);
+    };
+    if (r + 1 == r1) {
+      segments(n, seg_head, write);
+      break;
+    }
+    const T* xn = row(r + 1);
+    const vf itn = splat(inv_t(r + 1));
+    Online next;
+    nxt->clear();
+    segments(n, seg_head, [&](int64_t i, int64_t c) {
+      write(i, c);
+      take(xn, itn, next, *nxt, i, c);
+    });
+    rs = finish(next, Online{}, inv_t(r + 1));
+    std::swap(cur, nxt);
+  }
+  if (stream) stream_fence();
 }
 
 // ---------------------------------------------------------------- per-row workspace

@@ -5,6 +5,7 @@
 // comparisons lane by lane. Loads and stores convert float16 / bfloat16 in
 // registers.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -59,8 +60,33 @@ inline vf swap_pairs(vf v) {
 }
 
 inline vf select(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
+// max / min as the instructions define them: b when either is NaN or both are zero.
+#if defined(__AVX512F__)
+inline vf vmax(vf a, vf b) { return (vf)_mm512_max_ps((__m512)a, (__m512)b); }
+inline vf vmin(vf a, vf b) { return (vf)_mm512_min_ps((__m512)a, (__m512)b); }
+#elif defined(__AVX__)
+inline vf vmax(vf a, vf b) { return (vf)_mm256_max_ps((__m256)a, (__m256)b); }
+inline vf vmin(vf a, vf b) { return (vf)_mm256_min_ps((__m256)a, (__m256)b); }
+#else
 inline vf vmax(vf a, vf b) { return select(a > b, a, b); }
 inline vf vmin(vf a, vf b) { return select(a < b, a, b); }
+#endif
+
+// Whether any lane of a comparison result is set; any_greater(a, b): any a > b.
+inline bool any(vi m) {
+  for (int i = 0; i < W; ++i)
+    if (m[i]) return true;
+  return false;
+}
+inline bool any_greater(vf a, vf b) {
+#if defined(__AVX512F__)
+  return _mm512_cmp_ps_mask((__m512)a, (__m512)b, _CMP_GT_OQ) != 0;
+#elif defined(__AVX__)
+  return _mm256_movemask_ps(_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_GT_OQ)) != 0;
+#else
+  return any(a > b);
+#endif
+}
 
 template <class D> inline vf load(const typename D::T* p);
 template <class D> inline void store(typename D::T* p, vf v);
@@ -140,6 +166,41 @@ template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) 
   if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
 }
 
+// Walks [0, n) as f(i, count): first `head` elements (if any), then W-lane
+// steps, then the tail. A head that brings p + i to a vector boundary lets
+// the steps use aligned stores (stream_store).
+template <class F> inline void segments(int64_t n, int64_t head, F f) {
+  int64_t i = 0;
+  if (head > 0) {
+    f(int64_t(0), std::min(head, n));
+    i = head;
+  }
+  for (; i + W <= n; i += W) f(i, int64_t(W));
+  if (i < n) f(i, n - i);
+}
+// Elements from p to its next vector boundary; -1 when p is not float-aligned.
+inline int64_t to_vector_boundary(const float* p) {
+  const uintptr_t u = uintptr_t(p);
+  if (u % 4) return -1;
+  return int64_t((sizeof(vf) - u % sizeof(vf)) % sizeof(vf) / 4);
+}
+// A non-temporal store (around the cache) of a whole vector at a vector
+// boundary; stream_fence() orders such stores before the results are read.
+inline void stream_store(float* p, vf v) {
+#if defined(__AVX512F__)
+  _mm512_stream_ps(p, (__m512)v);
+#elif defined(__AVX__)
+  _mm256_stream_ps(p, (__m256)v);
+#else
+  store<F32>(p, v);
+#endif
+}
+inline void stream_fence() {
+#if defined(__AVX__)
+  _mm_sfence();
+#endif
+}
+
 // Calls f(D{}) with D the storage type of a float dtype.
 template <class F> inline void with_float_dtype(DType t, F f) {
   switch (t) {
@@ -176,23 +237,31 @@ inline vf exp_poly(vf r) {
 }
 
 #if defined(__AVX512F__)
-// vscalefps applies 2^k with IEEE overflow / underflow / denormal handling, so
-// only the reduction range needs clamping.
+// x = (n/16) ln2 + r with n an integer and |r| <= ln2/32: e^x = 2^floor(n/16)
+// * 2^((n mod 16)/16) * e^r, the middle factor from a 16-entry table
+// (vpermps on n's low bits), e^r = 1 + r + r^2/2 + r^3/6 (truncation 1e-8);
+// about 2 ulp in all, like the polynomial form below. vscalefps applies the
+// power of two with IEEE overflow / underflow / denormal handling; the clamp
+// keeps NaN (max / min return their second operand on NaN).
+alignas(64) inline constexpr float kExp2Sixteenths[16] = {
+    1.0f, 1.0442737824274138f, 1.0905077326652577f, 1.1387886347566916f,
+    1.189207115002721f, 1.241857812073484f, 1.2968395546510096f, 1.3542555469368927f,
+    1.4142135623730951f, 1.4768261459394993f, 1.5422108254079407f, 1.6104903319492543f,
+    1.681792830507429f, 1.7562521603732995f, 1.8340080864093424f, 1.9152065613971474f};
 inline vf vexp(vf x) {
   __m512 v;
   memcpy(&v, &x, sizeof v);
-  __m512 xc = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-104.f)), _mm512_set1_ps(89.f));
-  __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
+  const __m512 magic = _mm512_set1_ps(12582912.f);  // 1.5 * 2^23: adding it rounds to an integer
+  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), v));
+  const __m512 nm = _mm512_fmadd_ps(xc, _mm512_set1_ps(16 * 1.44269504088896341f), magic);  // n + magic
+  const __m512 k = _mm512_fmadd_ps(nm, _mm512_set1_ps(1.f / 16), _mm512_set1_ps(-12582912.f / 16));  // n/16, exact
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);  // ln2 in two parts: k * hi is exact
   r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  vf rv, out;
-  memcpy(&rv, &r, sizeof r);
-  vf p = exp_poly(rv);
-  __m512 pm, res;
-  memcpy(&pm, &p, sizeof pm);
-  res = _mm512_scalef_ps(pm, k);
-  res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(1.f / 6), r, _mm512_set1_ps(0.5f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f));
+  const __m512 t = _mm512_permutexvar_ps(_mm512_castps_si512(nm), _mm512_load_ps(kExp2Sixteenths));
+  const __m512 res = _mm512_scalef_ps(_mm512_fmadd_ps(t, _mm512_mul_ps(q, r), t), k);
+  vf out;
   memcpy(&out, &res, sizeof out);
   return out;
 }

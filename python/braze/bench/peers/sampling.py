@@ -5,6 +5,9 @@ from __future__ import annotations
 
 
 def _scaled(logits, temperature):
+    """What a torch user writes: no division without a temperature."""
+    if not hasattr(temperature, "float") and temperature == 1.0:
+        return logits.float()
     t = temperature.float()[:, None] if hasattr(temperature, "float") else temperature
     return logits.float() / t
 
