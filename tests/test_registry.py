@@ -102,3 +102,26 @@ def test_cost_counts_each_input_and_output_once():
     nbytes, _ = spec.cost((8, 4096), "float32", {})
     assert nbytes == (2 * 8 * 4096 + 4096) * 4
     assert np.isfinite(nbytes)
+
+
+def test_thread_pool_survives_resizing():
+    """Calls between resizes of the pool finish and are right (a new worker
+    once took the previous job's generation for a new job: run() returned early
+    or hung). In a subprocess, so that a hang fails the test."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np, braze
+        from braze.reference import sampling as ref
+        x = np.random.default_rng(0).normal(size=(8, 20000)).astype(np.float32)
+        want = ref.softmax(x.astype(np.float64))
+        before = braze._cpu.num_threads()
+        for i in range(1000):
+            braze._cpu.set_num_threads(1 + i % 3)
+            y = braze.sampling.softmax(x)
+            assert np.abs(y - want).max() < 1e-6, i
+        braze._cpu.set_num_threads(before)
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -98,10 +98,14 @@ class Pool {
 
   int size() const { return int(workers_.size()) + 1; }
 
+  // New workers start from the current generation: a worker that took an
+  // earlier job for a new one would decrement active_ for it, and run() could
+  // then return before the work is done, or never.
   void resize(int n) {
+    std::lock_guard<std::mutex> one_job(job_mutex_);
     stop();
     quit_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { loop(i); });
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
   }
 
   void run(int64_t tasks, const std::function<void(int64_t, int)>& fn) {
@@ -126,8 +130,7 @@ class Pool {
     for (int64_t t; (t = next_.fetch_add(1)) < tasks_;) (*fn_)(t, worker);
   }
 
-  void loop(int worker) {
-    uint64_t seen = 0;
+  void loop(int worker, uint64_t seen) {
     for (;;) {
       {
         std::unique_lock<std::mutex> lk(m_);
