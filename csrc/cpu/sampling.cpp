@@ -28,6 +28,9 @@ using sampling::Args;
 using sampling::Op;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
+// Software prefetch distance of the statistics pass that runs beside a write
+// pass: there the hardware's own prefetch runs short of the memory's rate.
+constexpr int64_t kPrefetchBytes = 4096;
 
 // ---------------------------------------------------------------- row statistics
 // The raw row max m and s = sum(exp((x - m) * inv_t)), from one read of the
@@ -122,6 +125,7 @@ template <class D> void normalize_rows(const Args& a, int64_t r0, int64_t r1) {
 
   // The statistics of row r, for the segment (i, c), into the scratch row.
   const auto take = [&](const T* x, vf it, Online& on, std::vector<Rise>& rises, int64_t i, int64_t c) {
+    __builtin_prefetch(reinterpret_cast<const void*>(uintptr_t(x + i) + kPrefetchBytes));  // may pass the end: no fault
     const vf v = ld<D>(x, i, c, -kInf);
     const vf z = on.add(v, it, [&](vf M) {
       if (softmax) rises.push_back({i, M});
