@@ -265,6 +265,34 @@ inline vf vexp(vf x) {
   memcpy(&out, &res, sizeof out);
   return out;
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// The same with 8 lanes: n/8 steps and an 8-entry table (vpermps), a quartic
+// for e^r (|r| <= ln2/16, truncation 1.3e-9), and 2^floor(n/8) applied in two
+// halves (no vscalefps before AVX-512) so that denormal results stay exact.
+// x is clamped to [-104, 88.7228...]: exp(-104) rounds to 0 and the top
+// rounds to inf, so -inf / +inf need no special case; NaN passes the clamp.
+alignas(32) inline constexpr float kExp2Eighths[8] = {
+    1.0f, 1.0905077326652577f, 1.189207115002721f, 1.2968395546510096f,
+    1.4142135623730951f, 1.5422108254079407f, 1.681792830507429f, 1.8340080864093424f};
+inline vf vexp(vf x) {
+  const __m256 magic = _mm256_set1_ps(12582912.f);  // 1.5 * 2^23
+  const __m256 xc = _mm256_min_ps(_mm256_set1_ps(88.72283935546875f), _mm256_max_ps(_mm256_set1_ps(-104.f), (__m256)x));
+  const __m256 nm = _mm256_fmadd_ps(xc, _mm256_set1_ps(8 * 1.44269504088896341f), magic);  // n + magic
+  const __m256 kf = _mm256_sub_ps(nm, magic);                                               // n, exact
+  __m256 r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.693359375f / 8), xc);
+  r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(-2.12194440e-4f / 8), r);
+  __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(1.f / 24), r, _mm256_set1_ps(1.f / 6));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0.5f));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.f));
+  const __m256i n = _mm256_sub_epi32(_mm256_castps_si256(nm), _mm256_castps_si256(magic));
+  const __m256 t = _mm256_permutevar8x32_ps(_mm256_load_ps(kExp2Eighths), n);
+  const __m256 p = _mm256_fmadd_ps(t, _mm256_mul_ps(q, r), t);
+  const __m256i k = _mm256_srai_epi32(n, 3), k1 = _mm256_srai_epi32(k, 1), k2 = _mm256_sub_epi32(k, k1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
+  return (vf)_mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
 #else
 // 2^k applied in two halves so that denormal results and results near FLT_MAX are right.
 inline vf vexp(vf x) {
