@@ -9,7 +9,7 @@ import pytest
 import braze
 from braze import _spec, testing
 from braze.reference import sampling as ref
-from conftest import cpu_isa, parity_test
+from conftest import cpu_isa, cuda_ready, parity_test
 
 S = braze.sampling
 SPECS = _spec.ops("sampling")
@@ -74,6 +74,43 @@ def test_softmax_rows_whose_max_rises_everywhere():
         fin = np.isfinite(want)
         assert np.array_equal(np.isfinite(got), fin)
         np.testing.assert_allclose(got[fin], want[fin], rtol=2e-6, atol=2e-4)
+
+
+# Rows the CUDA backend splits over a cluster of CTAs (sm_90): too few rows to
+# fill the GPU, or rows longer than one CTA holds; f32 2 x 131072 fills 8 CTAs
+# exactly, 2 x 131080 needs more and takes the looped form.
+SPLIT_SHAPES = ((1, 128256), (64, 128256), (3, 70000), (8, 4096), (300, 70000), (2, 131072), (2, 131080))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")
+@pytest.mark.parametrize("dtype", _spec.FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=["x".join(map(str, s)) for s in SPLIT_SHAPES])
+def test_cuda_split_rows(shape, dtype):
+    for spec in (s for s in SPECS if s.name in ("softmax", "log_softmax", "logsumexp")):
+        for case in spec.cases:
+            res = testing.check(spec, "cuda", dtype, shape, case, seed=8)
+            assert res.ok, f"{spec.name} {shape} {dtype} {case}: {res.message}"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")
+def test_cuda_split_rows_special_values():
+    """NaN, +inf and all -inf rows whose odd values sit in one CTA of the split."""
+    import torch
+
+    x = _logits(5, 128256)
+    x[1, 100000] = np.nan
+    x[2, 70000] = np.inf
+    x[3, :] = -np.inf
+    x[4, :120000] = -np.inf
+    t = torch.from_numpy(x).cuda()
+    sm = S.softmax(t).cpu().numpy()
+    assert np.isnan(sm[1:4]).all() and np.isfinite(sm[[0, 4]]).all()
+    np.testing.assert_allclose(sm[[0, 4]], ref.softmax(x[[0, 4]].astype(np.float64)), rtol=2e-5, atol=1e-9)
+    lse = S.logsumexp(t).cpu().numpy()
+    assert lse[3] == -np.inf and np.isnan(lse[[1, 2]]).all()
+    np.testing.assert_allclose(lse[[0, 4]], ref.logsumexp(x[[0, 4]].astype(np.float64)), rtol=1e-6)
 
 
 # ---------------------------------------------------------------- Philox

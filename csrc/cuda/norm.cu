@@ -74,17 +74,8 @@ template <> constexpr bool kIsVjp<RmsNormVjp> = true;
 template <> constexpr bool kIsVjp<LayerNormVjp> = true;
 
 template <class C, template <class> class OpT> void launch_cluster(const Plan& pl, const Params& p, cudaStream_t s) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(pl.blocks));
-  cfg.blockDim = dim3(unsigned(pl.threads));
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(pl.cluster);
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  check(cudaLaunchKernelEx(&cfg, norm_kernel<C, OpT>, p), "norm kernel launch (cluster)");
+  launch_clustered(norm_kernel<C, OpT>, unsigned(pl.blocks), unsigned(pl.threads), unsigned(pl.cluster), s,
+                   "norm kernel launch (cluster)", p);
 }
 
 // Full: rows of whole packs (always so for V == 1), compiled without the

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace braze::cuda {
 
@@ -47,6 +48,24 @@ class DeviceGuard {
 // (each queried once per device).
 int sm_count(int device);
 int cc_major(int device);
+
+// kernel<<<grid, block, 0, s>>>(args...) in clusters of `cluster` CTAs along
+// x (sm_90+; grid a multiple of cluster, at most 8 per cluster).
+template <class... P, class... A>
+void launch_clustered(void (*kernel)(P...), unsigned grid, unsigned block, unsigned cluster, cudaStream_t s,
+                      const char* what, A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...), what);
+}
 
 // Resident blocks of `kernel` per multiprocessor of `device` (the current
 // device) with `threads` threads and no dynamic shared memory; at least 1.

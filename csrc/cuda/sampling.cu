@@ -24,13 +24,47 @@ bool rows_aligned(const void* base, int64_t stride, int64_t rows, size_t elem, s
   return rows <= 1 || (uint64_t(stride) * elem) % bytes == 0;
 }
 
+// The register form split over clusters of `ctas` CTAs of P packs per thread.
+template <class T> void launch_normalize_cluster(const Args& a, int P, int64_t ctas, cudaStream_t s) {
+  const unsigned grid = unsigned(a.rows * ctas), c = unsigned(ctas);
+  const char* what = "softmax kernel launch (cluster)";
+  switch (P) {
+    case 1: return launch_clustered(normalize_regs<T, 1, true>, grid, kNormThreads, c, s, what, a);
+    case 2: return launch_clustered(normalize_regs<T, 2, true>, grid, kNormThreads, c, s, what, a);
+    case 4: return launch_clustered(normalize_regs<T, 4, true>, grid, kNormThreads, c, s, what, a);
+    case 8: return launch_clustered(normalize_regs<T, 8, true>, grid, kNormThreads, c, s, what, a);
+    default:
+      if constexpr (sizeof(T) == 2) return launch_clustered(normalize_regs<T, 16, true>, grid, kNormThreads, c, s, what, a);
+  }
+}
+
+// Packs per thread and CTAs per row of the cluster form, or false where it
+// does not apply: rows too long for one CTA, or too few rows to fill the
+// device (split until one wave of two CTAs per SM is full, 8 CTAs at most).
+bool cluster_plan(const Args& a, int64_t packs, int max_p, int* P, int64_t* ctas) {
+  const int64_t slots = 2 * int64_t(sm_count(a.device_id));
+  const auto need = [&](int p) { return (packs + kNormThreads * p - 1) / (kNormThreads * p); };
+  if (cc_major(a.device_id) < 9 || packs <= kNormThreads) return false;
+  if (need(max_p) == 1 && a.rows >= slots) return false;  // one CTA per row already fills the device
+  int p = max_p;
+  while (p > 1 && need(p / 2) <= 8 && a.rows * need(p / 2) <= slots) p /= 2;
+  if (need(p) > 8 || a.rows * need(p) > INT32_MAX) return false;
+  *P = p;
+  *ctas = need(p);
+  return true;
+}
+
 template <class T> void launch_normalize(const Args& a, cudaStream_t s) {
   const dim3 grid(unsigned(a.rows)), block(kNormThreads);
   const bool has_rows = a.op != Op::logsumexp;
   const bool vec = rows_aligned(a.x, a.x_stride, a.rows, sizeof(T), 4 * sizeof(T)) &&
                    (!has_rows || rows_aligned(a.y, a.y_stride, a.rows, sizeof(float), 16));
   // Packs per thread of the register form: at most 32 registers of row data.
-  const int64_t packs = (a.cols + 3) / 4, max_p = sizeof(T) == 4 ? 8 : 16;
+  const int64_t packs = (a.cols + 3) / 4;
+  const int max_p = sizeof(T) == 4 ? 8 : 16;
+  int cp = 0;
+  int64_t ctas = 0;
+  if (vec && cluster_plan(a, packs, max_p, &cp, &ctas)) return launch_normalize_cluster<T>(a, cp, ctas, s);
   int64_t p = 1;
   while (kNormThreads * p < packs) p *= 2;
   if (!vec) normalize_looped<T, 1><<<grid, block, 0, s>>>(a);

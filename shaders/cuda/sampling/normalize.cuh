@@ -8,12 +8,18 @@
 // output is computed from the registers. At most 32 registers of row data per
 // thread, so two blocks of 512 threads fit on an SM and one block's loads
 // overlap the other's reductions and stores.
+// Cluster form (sm_90): the register form with the row split over the CTAs of
+// a thread-block cluster, kNormThreads * P packs each, for rows longer than
+// one CTA holds or too few rows to fill the GPU. Each CTA posts its (max, sum)
+// in shared memory; every CTA combines all of them in rank order (the same
+// bits everywhere) through distributed shared memory.
 // Looped form (longer rows, or rows not aligned for packs): pass 1 keeps an
 // online max and sum per thread, pass 2 re-reads the row (mostly from L2).
 #pragma once
 #include <cstdint>
 
 #include "core/sampling.h"
+#include "cuda/common/cluster.cuh"
 #include "cuda/sampling/block.cuh"
 #include "cuda/sampling/row.cuh"
 
@@ -39,16 +45,34 @@ __device__ __forceinline__ float2 row_stats(float m, float s, float c, BlockRedu
   return {mx, br.sum(s * (m == -__builtin_huge_valf() ? 0.f : ex2((m - mx) * c)))};
 }
 
+// The cluster's (max, sum) from each CTA's, in rank order; the second barrier
+// keeps every CTA (and its shared memory) until all have read the others.
+__device__ __forceinline__ float2 cluster_stats(float2 st, float c) {
+  __shared__ float2 post;
+  if (threadIdx.x == 0) post = st;
+  cluster_sync();
+  const unsigned n = cluster_size();
+  float mx = -__builtin_huge_valf(), sum = 0.f;
+  for (unsigned i = 0; i < n; ++i) mx = fmaxf(mx, cluster_load(&post.x, i));
+  for (unsigned i = 0; i < n; ++i) {
+    const float m = cluster_load(&post.x, i);
+    sum += cluster_load(&post.y, i) * (m == -__builtin_huge_valf() ? 0.f : ex2((m - mx) * c));
+  }
+  cluster_sync();
+  return {mx, sum};
+}
+
 struct NormOut {
   Op op;
   float it, c, ms, inv, log_s;
   __device__ NormOut(Op o, float inv_t, float cc, float2 st)
       : op(o), it(inv_t), c(cc), ms(st.x == -__builtin_huge_valf() ? 0.f : st.x), inv(1.f / st.y),
         log_s(logf(st.y)) {}
-  // logsumexp: true once written (the row has no other output).
-  __device__ bool scalar(void* y, int64_t r) const {
+  // logsumexp: true once written (the row has no other output); `writer`:
+  // this CTA writes it.
+  __device__ bool scalar(void* y, int64_t r, bool writer = true) const {
     if (op != Op::logsumexp) return false;
-    if (threadIdx.x == 0) static_cast<float*>(y)[r] = ms * it + log_s;
+    if (threadIdx.x == 0 && writer) static_cast<float*>(y)[r] = ms * it + log_s;
     return true;
   }
   __device__ float operator()(float v) const {
@@ -56,12 +80,18 @@ struct NormOut {
   }
 };
 
-template <class T, int P> __global__ void __launch_bounds__(kNormThreads, 2) normalize_regs(Args a) {
+template <class T, int P, bool kCluster = false>
+__global__ void __launch_bounds__(kNormThreads, 2) normalize_regs(Args a) {
   constexpr int V = 4;
   __shared__ typename BlockReduce<kNormThreads>::Smem red;
   BlockReduce<kNormThreads> br{&red};
-  const int64_t r = blockIdx.x;
-  const int n = int(a.cols);
+  unsigned rank = 0, ctas = 1;
+  if constexpr (kCluster) {
+    rank = cluster_rank();
+    ctas = cluster_size();
+  }
+  const int64_t r = blockIdx.x / ctas;
+  const int n = int(a.cols), q0 = int(rank) * kNormThreads * P;  // this CTA's first pack
   const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
   const float it = 1.f / a.temperature.at(r), c = it * kLog2e;
   // Slots past the end hold -inf: they change neither the max nor the sum,
@@ -69,15 +99,15 @@ template <class T, int P> __global__ void __launch_bounds__(kNormThreads, 2) nor
   // Threads whose packs are all whole (all but those at the row's end) load
   // without per-pack branches.
   Pack<T, V> p[P];
-  const bool whole = (P - 1) * kNormThreads + int(threadIdx.x) < n / V;
+  const bool whole = q0 + (P - 1) * kNormThreads + int(threadIdx.x) < n / V;
   if (whole) {
-    const T* xt = x + threadIdx.x * V;  // constant offsets from one address
+    const T* xt = x + (q0 + int(threadIdx.x)) * V;  // constant offsets from one address
 #pragma unroll
     for (int j = 0; j < P; ++j) p[j] = load_pack_ro<T, V>(xt, j * kNormThreads * V);
   } else {
 #pragma unroll
     for (int j = 0; j < P; ++j) {
-      const int q = j * kNormThreads + threadIdx.x;
+      const int q = q0 + j * kNormThreads + threadIdx.x;
       p[j] = load_pack<T, V>(x, int64_t(q) * V, pack_len<V>(q, n), Elem<T>::kNegInf);
     }
   }
@@ -100,13 +130,15 @@ template <class T, int P> __global__ void __launch_bounds__(kNormThreads, 2) nor
     }
   }
   if (bad) s = __builtin_nanf("");
-  const NormOut out(a.op, it, c, row_stats(m, s, c, br));
-  if (out.scalar(a.y, r)) return;
+  float2 st = row_stats(m, s, c, br);
+  if constexpr (kCluster) st = cluster_stats(st, c);
+  const NormOut out(a.op, it, c, st);
+  if (out.scalar(a.y, r, rank == 0)) return;
   float* y = static_cast<float*>(a.y) + r * a.y_stride;
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     opaque(p[j]);
-    const int q = j * kNormThreads + threadIdx.x, len = pack_len<V>(q, n);
+    const int q = q0 + j * kNormThreads + threadIdx.x, len = pack_len<V>(q, n);
     if (!len) continue;
     Pack<float, V> o;
 #pragma unroll
