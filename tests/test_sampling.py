@@ -76,10 +76,11 @@ def test_softmax_rows_whose_max_rises_everywhere():
         np.testing.assert_allclose(got[fin], want[fin], rtol=2e-6, atol=2e-4)
 
 
-# Rows the CUDA backend splits over a cluster of CTAs (sm_90): too few rows to
-# fill the GPU, or rows longer than one CTA holds; f32 2 x 131072 fills 8 CTAs
-# exactly, 2 x 131080 needs more and takes the looped form.
-SPLIT_SHAPES = ((1, 128256), (64, 128256), (3, 70000), (8, 4096), (300, 70000), (2, 131072), (2, 131080))
+# Rows the CUDA backend splits over a cluster of CTAs (sm_90): rows longer than
+# one CTA holds, split further while the GPU has room (2 x 40000: 5 CTAs of 4
+# packs per thread); f32 2 x 131072 fills 8 CTAs exactly, 2 x 131080 needs more
+# and takes the looped form.
+SPLIT_SHAPES = ((1, 128256), (64, 128256), (3, 70000), (2, 40000), (300, 70000), (2, 131072), (2, 131080))
 
 
 @pytest.mark.cuda
