@@ -78,9 +78,10 @@ def test_softmax_rows_whose_max_rises_everywhere():
 
 # Rows the CUDA backend splits over a cluster of CTAs (sm_90): rows longer than
 # one CTA holds, split further while the GPU has room (2 x 40000: 5 CTAs of 4
-# packs per thread); f32 2 x 131072 fills 8 CTAs exactly, 2 x 131080 needs more
+# packs per thread; f32 2 x 20000: 5 of 2); f32 2 x 131072 fills 8 CTAs exactly, 2 x 131080 needs more
 # and takes the looped form.
-SPLIT_SHAPES = ((1, 128256), (64, 128256), (3, 70000), (2, 40000), (300, 70000), (2, 131072), (2, 131080))
+SPLIT_SHAPES = ((1, 128256), (64, 128256), (3, 70000), (2, 40000), (2, 20000), (300, 70000), (2, 131072),
+                (2, 131080))
 
 
 @pytest.mark.cuda

@@ -24,12 +24,12 @@ bool rows_aligned(const void* base, int64_t stride, int64_t rows, size_t elem, s
   return rows <= 1 || (uint64_t(stride) * elem) % bytes == 0;
 }
 
-// The register form split over clusters of `ctas` CTAs of P packs per thread.
+// The register form split over clusters of `ctas` CTAs of P packs per thread
+// (P >= 2: a row that needs more than one CTA of max_p needs more than 8 of 1).
 template <class T> void launch_normalize_cluster(const Args& a, int P, int64_t ctas, cudaStream_t s) {
   const unsigned grid = unsigned(a.rows * ctas), c = unsigned(ctas);
   const char* what = "softmax kernel launch (cluster)";
   switch (P) {
-    case 1: return launch_clustered(normalize_regs<T, 1, true>, grid, kNormThreads, c, s, what, a);
     case 2: return launch_clustered(normalize_regs<T, 2, true>, grid, kNormThreads, c, s, what, a);
     case 4: return launch_clustered(normalize_regs<T, 4, true>, grid, kNormThreads, c, s, what, a);
     case 8: return launch_clustered(normalize_regs<T, 8, true>, grid, kNormThreads, c, s, what, a);
