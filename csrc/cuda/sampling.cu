@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <stdexcept>
+
 #include "cuda/runtime.cuh"
 #include "cuda/sampling/kernels.cuh"
 
@@ -33,8 +35,10 @@ template <class T> void launch_normalize_cluster(const Args& a, int P, int64_t c
     case 2: return launch_clustered(normalize_regs<T, 2, true>, grid, kNormThreads, c, s, what, a);
     case 4: return launch_clustered(normalize_regs<T, 4, true>, grid, kNormThreads, c, s, what, a);
     case 8: return launch_clustered(normalize_regs<T, 8, true>, grid, kNormThreads, c, s, what, a);
-    default:
+    case 16:
       if constexpr (sizeof(T) == 2) return launch_clustered(normalize_regs<T, 16, true>, grid, kNormThreads, c, s, what, a);
+      [[fallthrough]];
+    default: throw std::logic_error("softmax cluster form: no kernel for this many packs per thread");
   }
 }
 
