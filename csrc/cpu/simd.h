@@ -152,20 +152,6 @@ template <class D> inline void store_n(typename D::T* p, vf v, int64_t n) {
   memcpy(p, tmp, size_t(n) * sizeof(typename D::T));
 }
 
-// Walks [0, n) in W-lane steps; body(i, count) with count == W except the tail.
-template <class F> inline void lanes(int64_t n, F body) {
-  int64_t i = 0;
-  for (; i + W <= n; i += W) body(i, int64_t(W));
-  if (i < n) body(i, n - i);
-}
-// Load / store `c` lanes at p + i (c == W, or the tail with `fill` beyond it).
-template <class D> inline vf ld(const typename D::T* p, int64_t i, int64_t c, float fill = 0.f) {
-  return c == W ? load<D>(p + i) : load_n<D>(p + i, c, fill);
-}
-template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) {
-  if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
-}
-
 // Walks [0, n) as f(i, count): first `head` elements (if any), then W-lane
 // steps, then the tail. A head that brings p + i to a vector boundary lets
 // the steps use aligned stores (stream_store).
@@ -178,6 +164,17 @@ template <class F> inline void segments(int64_t n, int64_t head, F f) {
   for (; i + W <= n; i += W) f(i, int64_t(W));
   if (i < n) f(i, n - i);
 }
+// Walks [0, n) in W-lane steps; body(i, count) with count == W except the tail.
+template <class F> inline void lanes(int64_t n, F body) { segments(n, 0, body); }
+
+// Load / store `c` lanes at p + i (c == W, or the tail with `fill` beyond it).
+template <class D> inline vf ld(const typename D::T* p, int64_t i, int64_t c, float fill = 0.f) {
+  return c == W ? load<D>(p + i) : load_n<D>(p + i, c, fill);
+}
+template <class D> inline void st(typename D::T* p, int64_t i, int64_t c, vf v) {
+  if (c == W) store<D>(p + i, v); else store_n<D>(p + i, v, c);
+}
+
 // Elements from p to its next vector boundary; -1 when p is not float-aligned.
 inline int64_t to_vector_boundary(const float* p) {
   const uintptr_t u = uintptr_t(p);
