@@ -1,9 +1,14 @@
 import contextlib
+import os
+import sys
 import zlib
 
 import pytest
 
 from braze import _backends, _spec, testing
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtlsim.pytest_support import simulated  # noqa: E402
 
 
 def cuda_ready():
@@ -15,10 +20,22 @@ def cuda_ready():
 
 
 def backend_params():
-    """cpu always; cuda (marked) where a GPU, torch and braze._cuda are all here."""
+    """cpu always; cuda (marked) where a GPU, torch and braze._cuda are all here;
+    metal through the MSL simulator (braze._metal built against it) on Linux."""
     return [pytest.param("cpu", id="cpu"),
             pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda,
-                         pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")])]
+                         pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")]),
+            pytest.param("metal", id="metal", marks=[simulated])]
+
+
+def on_backend(backend):
+    """The context a test runs `backend` in: the simulated Metal module routes
+    host arrays to the Metal backend; the others need nothing."""
+    if backend != "metal":
+        return contextlib.nullcontext()
+    import mtlsim
+
+    return testing.simulated_metal(mtlsim.metal_module())
 
 
 def parity_params(specs, strided_cases=(0,)):
@@ -49,7 +66,8 @@ def parity_test(specs, strided_cases=(0,)):
     def test_parity(spec, shape, case, strided, dtype, backend):
         if backend not in spec.backends or dtype not in spec.dtypes:
             pytest.skip(f"{spec.name} does not claim {backend}/{dtype}")
-        res = testing.check(spec, backend, dtype, shape, case, strided, seed=parity_seed(spec, shape, dtype))
+        with on_backend(backend):
+            res = testing.check(spec, backend, dtype, shape, case, strided, seed=parity_seed(spec, shape, dtype))
         assert res.ok, res.message
 
     return test_parity

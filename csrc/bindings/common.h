@@ -1,5 +1,6 @@
 // nanobind glue shared by every family and backend module: DLPack arrays in,
-// core Tensors out (no copies), and core exceptions mapped to Python ones.
+// core Tensors out (no copies), and the launcher each backend module hands to
+// a family's bindings.
 #pragma once
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -18,7 +19,10 @@ namespace nb = nanobind;
 using Array = nb::ndarray<nb::ro>;
 using OptArray = std::optional<Array>;
 
-inline DType dtype_of(const nb::dlpack::dtype& d, bool u16_is_bf16) {
+// The logical dtype travels with each array: numpy's ml_dtypes.bfloat16
+// arrays arrive as DLPack bfloat16 (braze._<backend>.as_bfloat16 relabels
+// their uint16 view), so a uint16 array is always uint16.
+inline DType dtype_of(const nb::dlpack::dtype& d) {
   using C = nb::dlpack::dtype_code;
   switch (C(d.code)) {
     case C::Float: return d.bits == 32 ? DType::f32 : d.bits == 16 ? DType::f16 : d.bits == 64 ? DType::f64 : DType::other;
@@ -26,8 +30,7 @@ inline DType dtype_of(const nb::dlpack::dtype& d, bool u16_is_bf16) {
     case C::Int:
       return d.bits == 32 ? DType::i32 : d.bits == 64 ? DType::i64 : d.bits == 8 ? DType::i8 : d.bits == 16 ? DType::i16 : DType::other;
     case C::UInt:
-      if (d.bits == 16) return u16_is_bf16 ? DType::bf16 : DType::u16;
-      return d.bits == 8 ? DType::u8 : d.bits == 32 ? DType::u32 : d.bits == 64 ? DType::u64 : DType::other;
+      return d.bits == 8 ? DType::u8 : d.bits == 16 ? DType::u16 : d.bits == 32 ? DType::u32 : d.bits == 64 ? DType::u64 : DType::other;
     case C::Bool: return DType::b1;
     default: return DType::other;
   }
@@ -42,9 +45,7 @@ inline Device device_of(int type) {
   }
 }
 
-// `u16_is_bf16`: numpy has no bfloat16 DLPack dtype, so braze passes
-// ml_dtypes.bfloat16 arrays as uint16 views and says so with this flag.
-inline Tensor tensor(const char* name, const OptArray& a, bool u16_is_bf16) {
+inline Tensor tensor(const char* name, const OptArray& a) {
   Tensor t;
   t.name = name;
   if (!a) return t;
@@ -52,8 +53,9 @@ inline Tensor tensor(const char* name, const OptArray& a, bool u16_is_bf16) {
     throw ValueError(std::string(name) + " has " + std::to_string(a->ndim()) + " axes; at most " +
                      std::to_string(kMaxDims) + " are supported");
   t.present = true;
-  t.data = const_cast<void*>(a->data());
-  t.dtype = dtype_of(a->dtype(), u16_is_bf16);
+  t.data = const_cast<void*>(a->data());  // DLPack's data + byte_offset
+  t.base = a->data_handle();
+  t.dtype = dtype_of(a->dtype());
   t.ndim = int(a->ndim());
   for (int i = 0; i < t.ndim; ++i) {
     t.shape[i] = int64_t(a->shape(i));
@@ -64,27 +66,26 @@ inline Tensor tensor(const char* name, const OptArray& a, bool u16_is_bf16) {
   return t;
 }
 
-// The backend's own device type; anything else is a clear error, not a copy.
-inline void require_device(const Tensor& t, Device want, const char* backend) {
-  if (t.defined() && t.device != want)
-    throw ValueError(std::string(t.name) + " is not on the device of the " + backend + " backend");
-}
-
-
-
-// What every family's entry points share: the backend's launcher for that
-// family's Args, and the device its arrays must be on. run() checks devices,
-// then launches with the GIL released.
+// What a backend module gives every family's bindings: the launcher that runs
+// validated Args on its device, and the devices its arrays may live on (Metal
+// takes host arrays too: unified memory). `launch` gets the producer's stream
+// (CUDA; 0 elsewhere); `launch_arrays` gets the call's arrays instead (Metal
+// binds each one's buffer handle).
 template <class Args> struct Launcher {
-  using Fn = void (*)(const Args&, uintptr_t stream);
-  Fn launch;
-  Device device;
-  const char* backend;
+  void (*launch)(const Args&, uintptr_t stream) = nullptr;
+  void (*launch_arrays)(const Args&, TensorList arrays) = nullptr;
+  const char* backend = "";
+  Device device = Device::none;
+  Device host_device = Device::none;  // a second accepted device (Metal: the CPU)
 
-  void run(const Args& a, std::initializer_list<const Tensor*> ts, uintptr_t stream) const {
-    for (const Tensor* t : ts) require_device(*t, device, backend);
+  // Checks devices, then launches with the GIL released.
+  void run(const Args& a, TensorList ts, uintptr_t stream) const {
+    for (const Tensor* t : ts)
+      if (t->defined() && t->device != device && t->device != host_device)
+        throw ValueError(std::string(t->name) + " is not on the device of the " + backend + " backend");
     nb::gil_scoped_release nogil;
-    launch(a, stream);
+    if (launch) launch(a, stream);
+    else launch_arrays(a, ts);
   }
 };
 

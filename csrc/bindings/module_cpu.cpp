@@ -1,8 +1,5 @@
 // braze._cpu: the native CPU backend (always built).
-#include "bindings/exceptions.h"
-#include "bindings/norm.h"
-#include "bindings/rope.h"
-#include "bindings/sampling.h"
+#include "bindings/families.h"
 #include "cpu/norm.h"
 #include "cpu/rope.h"
 #include "cpu/runtime.h"
@@ -16,13 +13,22 @@
 namespace nb = nanobind;
 using namespace braze;
 
-static void norm_launch(const norm::Args& a, uintptr_t) { cpu::norm_run(a); }
+namespace {
+template <class Args, void (*run)(const Args&)>
+bind::Launcher<Args> launcher() {
+  bind::Launcher<Args> l;
+  l.launch = [](const Args& a, uintptr_t) { run(a); };
+  l.backend = "cpu";
+  l.device = Device::cpu;
+  return l;
+}
+}  // namespace
 
 NB_MODULE(_cpu, m) {
-  bind::register_exceptions(m);
-  bind::bind_norm(m, norm_launch, Device::cpu, "cpu");
-  bind::bind_rope(m, [](const rope::Args& a, uintptr_t) { cpu::rope_run(a); }, Device::cpu, "cpu");
-  bind::bind_sampling(m, [](const sampling::Args& a, uintptr_t) { cpu::sampling_run(a); }, Device::cpu, "cpu");
+  bind::bind_common(m);
+  bind::bind_norm(m, launcher<norm::Args, cpu::norm_run>());
+  bind::bind_rope(m, launcher<rope::Args, cpu::rope_run>());
+  bind::bind_sampling(m, launcher<sampling::Args, cpu::sampling_run>());
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");

@@ -1,66 +1,59 @@
-#include "bindings/norm.h"
+#include "bindings/families.h"
 
 namespace braze::bind {
 
-namespace {
-using Ctx = Launcher<norm::Args>;
-}  // namespace
-
-void bind_norm(nb::module_& m, NormLaunch launch, Device device, const char* backend) {
-  Ctx ctx{launch, device, backend};
-
-  m.def("rms_norm", [ctx](Array x, OptArray w, Array out, double eps, double w_offset, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("x", x, bf16), tw = tensor("weight", w, bf16), to = tensor("out", out, bf16);
+void bind_norm(nb::module_& m, const Launcher<norm::Args>& ctx) {
+  m.def("rms_norm", [ctx](Array x, OptArray w, Array out, double eps, double w_offset, uintptr_t stream) {
+    Tensor tx = tensor("x", x), tw = tensor("weight", w), to = tensor("out", out);
     auto a = norm::prepare_rms_norm(tx, tw, to, eps, w_offset);
     ctx.run(a, {&tx, &tw, &to}, stream);
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("out"), nb::arg("eps"), nb::arg("weight_offset"),
-     nb::arg("bf16") = false, nb::arg("stream") = 0);
+     nb::arg("stream") = 0);
 
-  m.def("layer_norm", [ctx](Array x, OptArray w, OptArray b, Array out, double eps, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("x", x, bf16), tw = tensor("weight", w, bf16), tb = tensor("bias", b, bf16),
-           to = tensor("out", out, bf16);
+  m.def("layer_norm", [ctx](Array x, OptArray w, OptArray b, Array out, double eps, uintptr_t stream) {
+    Tensor tx = tensor("x", x), tw = tensor("weight", w), tb = tensor("bias", b),
+           to = tensor("out", out);
     auto a = norm::prepare_layer_norm(tx, tw, tb, to, eps);
     ctx.run(a, {&tx, &tw, &tb, &to}, stream);
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("out"), nb::arg("eps"),
-     nb::arg("bf16") = false, nb::arg("stream") = 0);
+     nb::arg("stream") = 0);
 
   m.def("add_rms_norm", [ctx](Array x, Array res, OptArray w, Array out, Array res_out, double eps,
-                              double w_offset, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("x", x, bf16), tr = tensor("residual", res, bf16), tw = tensor("weight", w, bf16),
-           to = tensor("out", out, bf16), th = tensor("residual_out", res_out, bf16);
+                              double w_offset, uintptr_t stream) {
+    Tensor tx = tensor("x", x), tr = tensor("residual", res), tw = tensor("weight", w),
+           to = tensor("out", out), th = tensor("residual_out", res_out);
     auto a = norm::prepare_add_rms_norm(tx, tr, tw, to, th, eps, w_offset);
     ctx.run(a, {&tx, &tr, &tw, &to, &th}, stream);
   }, nb::arg("x"), nb::arg("residual"), nb::arg("weight").none(), nb::arg("out"), nb::arg("residual_out"),
-     nb::arg("eps"), nb::arg("weight_offset"), nb::arg("bf16") = false, nb::arg("stream") = 0);
+     nb::arg("eps"), nb::arg("weight_offset"), nb::arg("stream") = 0);
 
   m.def("rms_norm_gated", [ctx](Array x, Array gate, OptArray w, Array out, double eps, int64_t group_size,
-                                bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("x", x, bf16), tg = tensor("gate", gate, bf16), tw = tensor("weight", w, bf16),
-           to = tensor("out", out, bf16);
+                                uintptr_t stream) {
+    Tensor tx = tensor("x", x), tg = tensor("gate", gate), tw = tensor("weight", w),
+           to = tensor("out", out);
     auto a = norm::prepare_rms_norm_gated(tx, tg, tw, to, eps, group_size);
     ctx.run(a, {&tx, &tg, &tw, &to}, stream);
   }, nb::arg("x"), nb::arg("gate"), nb::arg("weight").none(), nb::arg("out"), nb::arg("eps"),
-     nb::arg("group_size"), nb::arg("bf16") = false, nb::arg("stream") = 0);
+     nb::arg("group_size"), nb::arg("stream") = 0);
 
   m.def("rms_norm_vjp", [ctx](Array x, OptArray w, Array dy, Array dx, OptArray dw, double eps, double w_offset,
-                              bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("x", x, bf16), tw = tensor("weight", w, bf16), tdy = tensor("dy", dy, bf16),
-           tdx = tensor("dx", dx, bf16), tdw = tensor("dweight", dw, bf16);
+                              uintptr_t stream) {
+    Tensor tx = tensor("x", x), tw = tensor("weight", w), tdy = tensor("dy", dy),
+           tdx = tensor("dx", dx), tdw = tensor("dweight", dw);
     auto a = norm::prepare_rms_norm_vjp(tx, tw, tdy, tdx, tdw, eps, w_offset);
     ctx.run(a, {&tx, &tw, &tdy, &tdx, &tdw}, stream);
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("dy"), nb::arg("dx"), nb::arg("dweight").none(),
-     nb::arg("eps"), nb::arg("weight_offset"), nb::arg("bf16") = false, nb::arg("stream") = 0);
+     nb::arg("eps"), nb::arg("weight_offset"), nb::arg("stream") = 0);
 
   m.def("layer_norm_vjp", [ctx](Array x, OptArray w, OptArray b, Array dy, Array dx, OptArray dw, OptArray db,
-                                double eps, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("x", x, bf16), tw = tensor("weight", w, bf16), tb = tensor("bias", b, bf16),
-           tdy = tensor("dy", dy, bf16), tdx = tensor("dx", dx, bf16), tdw = tensor("dweight", dw, bf16),
-           tdb = tensor("dbias", db, bf16);
+                                double eps, uintptr_t stream) {
+    Tensor tx = tensor("x", x), tw = tensor("weight", w), tb = tensor("bias", b),
+           tdy = tensor("dy", dy), tdx = tensor("dx", dx), tdw = tensor("dweight", dw),
+           tdb = tensor("dbias", db);
     auto a = norm::prepare_layer_norm_vjp(tx, tw, tb, tdy, tdx, tdw, tdb, eps);
     ctx.run(a, {&tx, &tw, &tb, &tdy, &tdx, &tdw, &tdb}, stream);
   }, nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("dy"), nb::arg("dx"),
-     nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("eps"), nb::arg("bf16") = false,
-     nb::arg("stream") = 0);
+     nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("eps"), nb::arg("stream") = 0);
 }
 
 }  // namespace braze::bind

@@ -1,4 +1,4 @@
-#include "bindings/sampling.h"
+#include "bindings/families.h"
 
 namespace braze::bind {
 
@@ -6,69 +6,62 @@ namespace {
 using sampling::Op;
 using sampling::ParamIn;
 
-using Ctx = Launcher<sampling::Args>;
-
 // A per-row parameter: `value` unless the array is given (float32 / int32 [B]).
 struct Param {
   Tensor t;
   double value;
-  Param(const char* name, double v, const OptArray& arr) : t(tensor(name, arr, false)), value(v) {}
+  Param(const char* name, double v, const OptArray& arr) : t(tensor(name, arr)), value(v) {}
   ParamIn in() const { return {&t, value}; }
 };
 }  // namespace
 
-void bind_sampling(nb::module_& m, SamplingLaunch launch, Device device, const char* backend) {
-  Ctx ctx{launch, device, backend};
-
-  for (auto [name, op] : {std::pair{"softmax", Op::softmax}, std::pair{"log_softmax", Op::log_softmax},
-                          std::pair{"logsumexp", Op::logsumexp}}) {
-    m.def(name, [ctx, op = op](Array x, Array out, double temperature, OptArray temperature_arr, bool bf16,
-                               uintptr_t stream) {
-      Tensor tx = tensor("logits", x, bf16), to = tensor("out", out, bf16);
+void bind_sampling(nb::module_& m, const Launcher<sampling::Args>& ctx) {
+  for (Op op : {Op::softmax, Op::log_softmax, Op::logsumexp}) {
+    m.def(sampling::op_name(op), [ctx, op](Array x, Array out, double temperature, OptArray temperature_arr, uintptr_t stream) {
+      Tensor tx = tensor("logits", x), to = tensor("out", out);
       Param t("temperature", temperature, temperature_arr);
       auto a = sampling::prepare_normalize(op, tx, to, t.in());
       ctx.run(a, {&tx, &to, &t.t}, stream);
     }, nb::arg("logits"), nb::arg("out"), nb::arg("temperature"), nb::arg("temperature_arr").none(),
-       nb::arg("bf16") = false, nb::arg("stream") = 0);
+       nb::arg("stream") = 0);
   }
 
-  m.def("argmax", [ctx](Array x, Array out, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("logits", x, bf16), to = tensor("out", out, false);
+  m.def("argmax", [ctx](Array x, Array out, uintptr_t stream) {
+    Tensor tx = tensor("logits", x), to = tensor("out", out);
     auto a = sampling::prepare_argmax(tx, to);
     ctx.run(a, {&tx, &to}, stream);
-  }, nb::arg("logits"), nb::arg("out"), nb::arg("bf16") = false, nb::arg("stream") = 0);
+  }, nb::arg("logits"), nb::arg("out"), nb::arg("stream") = 0);
 
-  m.def("top_k_mask", [ctx](Array x, Array out, int64_t k, OptArray k_arr, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("logits", x, bf16), to = tensor("out", out, bf16);
+  m.def("top_k_mask", [ctx](Array x, Array out, int64_t k, OptArray k_arr, uintptr_t stream) {
+    Tensor tx = tensor("logits", x), to = tensor("out", out);
     Param pk("k", double(k), k_arr);
     auto a = sampling::prepare_top_k_mask(tx, to, pk.in());
     ctx.run(a, {&tx, &to, &pk.t}, stream);
-  }, nb::arg("logits"), nb::arg("out"), nb::arg("k"), nb::arg("k_arr").none(), nb::arg("bf16") = false,
-     nb::arg("stream") = 0);
+  }, nb::arg("logits"), nb::arg("out"), nb::arg("k"), nb::arg("k_arr").none(), nb::arg("stream") = 0);
 
-  for (auto [name, op] : {std::pair{"top_p_mask", Op::top_p_mask}, std::pair{"min_p_mask", Op::min_p_mask}}) {
-    m.def(name, [ctx, op = op](Array x, Array out, double p, OptArray p_arr, double temperature,
-                               OptArray temperature_arr, bool bf16, uintptr_t stream) {
-      Tensor tx = tensor("logits", x, bf16), to = tensor("out", out, bf16);
+  for (Op op : {Op::top_p_mask, Op::min_p_mask}) {
+    m.def(sampling::op_name(op), [ctx, op](Array x, Array out, double p, OptArray p_arr, double temperature,
+                               OptArray temperature_arr, uintptr_t stream) {
+      Tensor tx = tensor("logits", x), to = tensor("out", out);
       Param pp("p", p, p_arr), t("temperature", temperature, temperature_arr);
       auto a = sampling::prepare_prob_mask(op, tx, to, pp.in(), t.in());
       ctx.run(a, {&tx, &to, &pp.t, &t.t}, stream);
     }, nb::arg("logits"), nb::arg("out"), nb::arg("p"), nb::arg("p_arr").none(), nb::arg("temperature"),
-       nb::arg("temperature_arr").none(), nb::arg("bf16") = false, nb::arg("stream") = 0);
+       nb::arg("temperature_arr").none(), nb::arg("stream") = 0);
   }
 
   m.def("apply_penalties", [ctx](Array x, Array ids, Array out, double repetition, double frequency,
-                                 double presence, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("logits", x, bf16), ti = tensor("token_ids", ids, false), to = tensor("out", out, bf16);
+                                 double presence, uintptr_t stream) {
+    Tensor tx = tensor("logits", x), ti = tensor("token_ids", ids), to = tensor("out", out);
     auto a = sampling::prepare_apply_penalties(tx, ti, to, repetition, frequency, presence);
     ctx.run(a, {&tx, &ti, &to}, stream);
   }, nb::arg("logits"), nb::arg("token_ids"), nb::arg("out"), nb::arg("repetition"), nb::arg("frequency"),
-     nb::arg("presence"), nb::arg("bf16") = false, nb::arg("stream") = 0);
+     nb::arg("presence"), nb::arg("stream") = 0);
 
   m.def("sample", [ctx](Array x, Array out, double temperature, OptArray temperature_arr, int64_t top_k,
                         OptArray top_k_arr, double top_p, OptArray top_p_arr, double min_p, OptArray min_p_arr,
-                        uint64_t seed, uint64_t offset, bool bf16, uintptr_t stream) {
-    Tensor tx = tensor("logits", x, bf16), to = tensor("out", out, false);
+                        uint64_t seed, uint64_t offset, uintptr_t stream) {
+    Tensor tx = tensor("logits", x), to = tensor("out", out);
     Param t("temperature", temperature, temperature_arr), k("top_k", double(top_k), top_k_arr),
         p("top_p", top_p, top_p_arr), mp("min_p", min_p, min_p_arr);
     auto a = sampling::prepare_sample(tx, to, t.in(), k.in(), p.in(), mp.in(), seed, offset);
@@ -76,10 +69,10 @@ void bind_sampling(nb::module_& m, SamplingLaunch launch, Device device, const c
   }, nb::arg("logits"), nb::arg("out"), nb::arg("temperature"), nb::arg("temperature_arr").none(),
      nb::arg("top_k"), nb::arg("top_k_arr").none(), nb::arg("top_p"), nb::arg("top_p_arr").none(),
      nb::arg("min_p"), nb::arg("min_p_arr").none(), nb::arg("seed"), nb::arg("offset"),
-     nb::arg("bf16") = false, nb::arg("stream") = 0);
+     nb::arg("stream") = 0);
 
   m.def("philox_uniform", [ctx](Array out, uint64_t seed, uint64_t offset, uintptr_t stream) {
-    Tensor to = tensor("out", out, false);
+    Tensor to = tensor("out", out);
     auto a = sampling::prepare_philox_uniform(to, seed, offset);
     ctx.run(a, {&to}, stream);
   }, nb::arg("out"), nb::arg("seed"), nb::arg("offset"), nb::arg("stream") = 0,

@@ -2,11 +2,14 @@
 // the checks that build it. Each op's prepare_* validates its tensors (raising
 // TypeError / ValueError naming the argument) before anything is written.
 #pragma once
+#include "core/ops.h"
 #include "core/tensor.h"
 
 namespace braze::norm {
 
-enum class Op { rms_norm, layer_norm, add_rms_norm, rms_norm_gated, rms_norm_vjp, layer_norm_vjp };
+#define BRAZE_NORM_OPS(X) \
+  X(rms_norm) X(layer_norm) X(add_rms_norm) X(rms_norm_gated) X(rms_norm_vjp) X(layer_norm_vjp)
+BRAZE_DECLARE_OPS(BRAZE_NORM_OPS)
 
 struct Args {
   Op op;

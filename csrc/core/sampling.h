@@ -6,14 +6,15 @@
 // and its largest logit is finite. argmax and sample return -1 for any other
 // row; the masks copy such a row unchanged.
 #pragma once
+#include "core/ops.h"
 #include "core/tensor.h"
 
 namespace braze::sampling {
 
-enum class Op {
-  softmax, log_softmax, logsumexp, argmax, top_k_mask, top_p_mask, min_p_mask, apply_penalties, sample,
-  philox_uniform
-};
+#define BRAZE_SAMPLING_OPS(X)                                                                       \
+  X(softmax) X(log_softmax) X(logsumexp) X(argmax) X(top_k_mask) X(top_p_mask) X(min_p_mask) \
+  X(apply_penalties) X(sample) X(philox_uniform)
+BRAZE_DECLARE_OPS(BRAZE_SAMPLING_OPS)
 
 // A per-row parameter: an array [rows] or one value for every row.
 template <class T> struct RowParam {

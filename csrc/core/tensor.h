@@ -2,6 +2,7 @@
 // checks every family runs on its arguments before launching.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "core/dtype.h"
@@ -15,7 +16,8 @@ enum class Device : int { none = 0, cpu = 1, cuda = 2, metal = 8 };
 
 struct Tensor {
   const char* name = "";  // the Python argument name, for messages
-  void* data = nullptr;   // null = argument absent (None)
+  void* data = nullptr;   // the first element (null when absent)
+  void* base = nullptr;   // the allocation's handle: an id<MTLBuffer> for Metal arrays, else data
   DType dtype = DType::other;
   int ndim = 0;
   int64_t shape[kMaxDims] = {};
@@ -33,6 +35,10 @@ struct Tensor {
   }
   int64_t last() const { return ndim ? shape[ndim - 1] : 1; }
 };
+
+// The arrays of one call, for backends that need more than the validated
+// arguments (Metal binds each array's buffer handle and byte offset).
+using TensorList = std::initializer_list<const Tensor*>;
 
 // Rows over the last axis: the leading axes must collapse into one row index
 // with a single row stride (views such as per-head slices qualify).

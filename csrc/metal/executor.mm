@@ -68,32 +68,43 @@ id<MTLComputePipelineState> pipeline(State& s, const std::string& name) {
   return p;
 }
 
-// A host array as an MTLBuffer: wrapped in place when page-aligned, else a
-// copy (copied back after the call if the op writes it).
-struct Bound {
+// Host arrays as MTLBuffers: arrays whose bytes overlap (q and k views of one
+// qkv buffer, in-place outputs) share one buffer, so every write lands once.
+// A range is wrapped without a copy from its page start; where Metal refuses,
+// it is copied (and copied back if the op writes it).
+struct HostRange {
+  std::uintptr_t lo = 0, hi = 0;
+  bool output = false;
   id<MTLBuffer> buffer = nil;
-  std::uint64_t offset = 0;
-  void* copy_back_to = nullptr;
-  std::uint64_t bytes = 0;
+  std::uintptr_t buffer_start = 0;  // the address the buffer's byte 0 stands for
+  bool copied = false;
 };
 
-Bound bind_host(State& s, const ArgBuffer& a) {
-  static const std::uint64_t page = std::uint64_t(getpagesize());
-  Bound b;
-  b.bytes = a.bytes;
-  const std::uint64_t len = std::max<std::uint64_t>(a.bytes, 1);
-  if (reinterpret_cast<std::uintptr_t>(a.ptr) % page == 0) {
-    b.buffer = [s.device newBufferWithBytesNoCopy:a.ptr
-                                           length:(len + page - 1) / page * page
+void bind_ranges(State& s, std::vector<HostRange>& ranges) {
+  static const std::uintptr_t page = std::uintptr_t(getpagesize());
+  for (HostRange& r : ranges) {
+    const std::uintptr_t start = r.lo / page * page;
+    const std::uintptr_t len = std::max<std::uintptr_t>((r.hi - start + page - 1) / page * page, page);
+    r.buffer = [s.device newBufferWithBytesNoCopy:reinterpret_cast<void*>(start)
+                                           length:len
                                           options:MTLResourceStorageModeShared
                                       deallocator:nil];
+    r.buffer_start = start;
+    if (!r.buffer) {
+      r.buffer = [s.device newBufferWithBytes:reinterpret_cast<const void*>(r.lo)
+                                       length:std::max<std::uintptr_t>(r.hi - r.lo, 1)
+                                      options:MTLResourceStorageModeShared];
+      r.buffer_start = r.lo;
+      r.copied = true;
+    }
+    if (!r.buffer) throw std::runtime_error("cannot create an MTLBuffer");
   }
-  if (!b.buffer) {
-    b.buffer = [s.device newBufferWithBytes:a.ptr length:len options:MTLResourceStorageModeShared];
-    if (a.output) b.copy_back_to = a.ptr;
-  }
-  if (!b.buffer) throw std::runtime_error("cannot create an MTLBuffer");
-  return b;
+}
+
+const Tensor* owner(TensorList arrays, const void* ptr) {
+  for (const Tensor* t : arrays)
+    if (t->defined() && t->data == ptr) return t;
+  return nullptr;
 }
 
 }  // namespace
@@ -106,27 +117,53 @@ std::string library_path() {
   }
 }
 
-void execute(const Plan& plan, const ArgBuffer* roles, int nroles) {
+void execute(const Plan& plan, TensorList arrays) {
   if (!plan.error.empty()) throw std::runtime_error(plan.error);
   if (plan.dispatches.empty()) return;
   State& s = state();
   @autoreleasepool {
-    std::vector<Bound> bound(nroles);
-    std::vector<bool> used(nroles, false);
-    for (const Dispatch& d : plan.dispatches)
-      for (const BufferRef& r : d.buffers)
-        if (r.role >= 0 && r.role < nroles) used[r.role] = true;
-    for (int i = 0; i < nroles; ++i) {
-      const ArgBuffer& a = roles[i];
-      if (!used[i]) continue;
-      if (!a.ptr) throw std::runtime_error("plan binds an absent array");
-      if (a.device_buffer) {
-        bound[i].buffer = (__bridge id<MTLBuffer>)a.ptr;
-        bound[i].offset = a.offset;
+    // Each plan array: an MTLBuffer and the byte offset of its first element.
+    std::vector<id<MTLBuffer>> buffer(plan.arrays.size(), nil);
+    std::vector<std::uint64_t> offset(plan.arrays.size(), 0);
+    std::vector<HostRange> ranges;
+    for (std::size_t i = 0; i < plan.arrays.size(); ++i) {
+      const PlanArray& a = plan.arrays[i];
+      const Tensor* t = owner(arrays, a.ptr);
+      if (!t) throw std::runtime_error("plan binds an array that is not an argument of the call");
+      if (t->device == Device::metal) {  // DLPack device 8: data = MTLBuffer handle + byte_offset
+        buffer[i] = (__bridge id<MTLBuffer>)t->base;
+        offset[i] = std::uint64_t(static_cast<const char*>(a.ptr) - static_cast<const char*>(t->base));
+        continue;
+      }
+      const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(a.ptr);
+      ranges.push_back(HostRange{lo, lo + std::max<std::uint64_t>(a.bytes, 1), a.output});  // bound below
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const HostRange& a, const HostRange& b) { return a.lo < b.lo; });
+    std::vector<HostRange> merged;
+    for (const HostRange& r : ranges) {
+      if (!merged.empty() && r.lo < merged.back().hi) {
+        merged.back().hi = std::max(merged.back().hi, r.hi);
+        merged.back().output = merged.back().output || r.output;
       } else {
-        bound[i] = bind_host(s, a);
+        merged.push_back(r);
       }
     }
+    bind_ranges(s, merged);
+    for (std::size_t i = 0; i < plan.arrays.size(); ++i) {
+      if (buffer[i]) continue;
+      const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(plan.arrays[i].ptr);
+      for (const HostRange& r : merged) {
+        if (lo < r.lo || lo >= r.hi) continue;
+        buffer[i] = r.buffer;
+        offset[i] = lo - r.buffer_start;
+        break;
+      }
+    }
+    std::vector<id<MTLBuffer>> constants;
+    for (const std::vector<std::uint8_t>& c : plan.constants)
+      constants.push_back([s.device newBufferWithBytes:c.data()
+                                                length:std::max<std::size_t>(c.size(), 1)
+                                               options:MTLResourceStorageModeShared]);
     std::vector<id<MTLBuffer>> scratch;
     for (std::uint64_t bytes : plan.scratch_bytes)
       scratch.push_back([s.device newBufferWithLength:bytes options:MTLResourceStorageModePrivate]);
@@ -138,10 +175,12 @@ void execute(const Plan& plan, const ArgBuffer* roles, int nroles) {
       NSUInteger index = 0;
       for (const BufferRef& r : d.buffers) {
         if (r.scratch >= 0) {
-          [enc setBuffer:scratch.at(r.scratch) offset:r.offset atIndex:index++];
+          [enc setBuffer:scratch.at(std::size_t(r.scratch)) offset:r.offset atIndex:index++];
+        } else if (r.constant >= 0) {
+          [enc setBuffer:constants.at(std::size_t(r.constant)) offset:r.offset atIndex:index++];
         } else {
-          const Bound& b = bound.at(r.role);
-          [enc setBuffer:b.buffer offset:b.offset + r.offset atIndex:index++];
+          const std::size_t i = std::size_t(r.array);
+          [enc setBuffer:buffer.at(i) offset:offset.at(i) + r.offset atIndex:index++];
         }
       }
       [enc setBytes:d.params.data() length:d.params.size() atIndex:index];
@@ -154,8 +193,8 @@ void execute(const Plan& plan, const ArgBuffer* roles, int nroles) {
     if (cb.status != MTLCommandBufferStatusCompleted)
       throw std::runtime_error(std::string("Metal command buffer failed: ") +
                                (cb.error ? cb.error.localizedDescription.UTF8String : "unknown"));
-    for (const Bound& b : bound)
-      if (b.copy_back_to) std::memcpy(b.copy_back_to, b.buffer.contents, b.bytes);
+    for (const HostRange& r : merged)
+      if (r.copied && r.output) std::memcpy(reinterpret_cast<void*>(r.lo), r.buffer.contents, r.hi - r.lo);
   }
 }
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from ._cpu import as_bfloat16 as _as_bfloat16
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _DEVICES = {1: "cpu", 2: "cuda", 3: "cpu", 8: "metal"}
 _TORCH_DEVICES = {"cpu": "cpu", "cuda": "cuda", "mps": "metal"}
@@ -37,11 +39,8 @@ class Numpy:
 
     @staticmethod
     def native(a):
-        return a.view(np.uint16) if a.dtype == BF16 else a
-
-    @staticmethod
-    def is_bf16(a):
-        return a.dtype == BF16
+        # numpy's DLPack has no bfloat16: the uint16 view, labelled bfloat16 natively
+        return _as_bfloat16(a.view(np.uint16)) if a.dtype == BF16 else a
 
     @staticmethod
     def dtype_name(a):
@@ -94,10 +93,6 @@ class Torch:
 
             cls._to_dlpack = getattr(torch._C, "_to_dlpack", None) or torch.utils.dlpack.to_dlpack
         return cls._to_dlpack(a.detach() if a.requires_grad else a)
-
-    @staticmethod
-    def is_bf16(a):
-        return False  # torch exports bfloat16 through DLPack natively
 
     @staticmethod
     def dtype_name(a):
@@ -162,10 +157,6 @@ class Cupy:
         return a
 
     @staticmethod
-    def is_bf16(a):
-        return False
-
-    @staticmethod
     def dtype_name(a):
         return a.dtype.name
 
@@ -205,10 +196,6 @@ class _Immutable(Numpy):
     @staticmethod
     def place(a):
         return dlpack_device(a)[0], 0
-
-    @staticmethod
-    def is_bf16(a):
-        return False
 
     @staticmethod
     def empty(like, shape, dtype=None):

@@ -17,6 +17,11 @@ NAMES = ("cpu", "cuda", "metal")
 _modules = {"cpu": _cpu}
 _why_not = {}
 
+# backend -> backend: calls on arrays of the first run on the second. Empty
+# except in tests, which route host arrays to the simulated Metal backend
+# (braze.testing.simulated_metal).
+ROUTE = {}
+
 
 def module(backend):
     """The native module of ``backend``, or None when it is not usable here."""

@@ -33,19 +33,20 @@ def integer(name, v):
 
 
 class Call:
-    __slots__ = ("op", "x", "fw", "backend", "kernel", "bf16", "stream")
+    __slots__ = ("op", "x", "fw", "backend", "kernel", "stream")
 
     def __init__(self, op, x, name="x"):
         self.op = op
         self.x = x
         fw = self.fw = framework(x, name)
         self.backend, self.stream = fw.place(x)
+        if _backends.ROUTE:  # tests: a backend run on another device's arrays (simulated Metal)
+            self.backend = _backends.ROUTE.get(self.backend, self.backend)
         try:
             self.kernel = _kernels[(self.backend, op)]
         except KeyError:
             mod = _backends.module(self.backend) if self.backend in _backends.NAMES else None
             self.kernel = _kernels[(self.backend, op)] = getattr(mod, op, None) if mod is not None else None
-        self.bf16 = fw.is_bf16(x)
 
     def arg(self, a, name):
         """An array argument (or None) as the native module takes it."""

@@ -24,7 +24,7 @@ def rms_norm(x, weight=None, *, eps=1e-6, weight_offset=0.0, out=None):
     if c.kernel is None:
         return c.fallback(_ref.rms_norm, (x, weight), dict(eps=eps, weight_offset=weight_offset), out)
     y = c.out(out, x.shape)
-    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(y, "out"), eps, weight_offset, c.bf16, c.stream)
+    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(y, "out"), eps, weight_offset, c.stream)
     return c.result(y)
 
 
@@ -35,7 +35,7 @@ def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
     if c.kernel is None:
         return c.fallback(_ref.layer_norm, (x, weight, bias), dict(eps=eps), out)
     y = c.out(out, x.shape)
-    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(bias, "bias"), c.arg(y, "out"), eps, c.bf16, c.stream)
+    c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(bias, "bias"), c.arg(y, "out"), eps, c.stream)
     return c.result(y)
 
 
@@ -53,7 +53,7 @@ def add_rms_norm(x, residual, weight=None, *, eps=1e-6, weight_offset=0.0, out=N
     y = c.out(out, x.shape)
     h = c.out(residual_out, x.shape, "residual_out")
     c.kernel(c.arg(x, "x"), c.arg(residual, "residual"), c.arg(weight, "weight"), c.arg(y, "out"),
-             c.arg(h, "residual_out"), eps, weight_offset, c.bf16, c.stream)
+             c.arg(h, "residual_out"), eps, weight_offset, c.stream)
     return c.result(y), c.result(h)
 
 
@@ -69,7 +69,7 @@ def rms_norm_gated(x, gate, weight=None, *, eps=1e-6, group_size=None, out=None)
         return c.fallback(_ref.rms_norm_gated, (x, gate, weight), dict(eps=eps, group_size=group_size), out)
     y = c.out(out, x.shape)
     c.kernel(c.arg(x, "x"), c.arg(gate, "gate"), c.arg(weight, "weight"), c.arg(y, "out"), eps, g,
-             c.bf16, c.stream)
+             c.stream)
     return c.result(y)
 
 
@@ -85,7 +85,7 @@ def rms_norm_vjp(x, weight, dy, *, eps=1e-6, weight_offset=0.0, out=None):
     dx = c.out(dx_out, x.shape, "out[0]")
     dw = None if weight is None else c.out(dw_out, (x.shape[-1],), "out[1]")
     c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(dy, "dy"), c.arg(dx, "out[0]"), c.arg(dw, "out[1]"),
-             eps, weight_offset, c.bf16, c.stream)
+             eps, weight_offset, c.stream)
     return c.result(dx), c.result(dw)
 
 
@@ -103,7 +103,7 @@ def layer_norm_vjp(x, weight, bias, dy, *, eps=1e-5, out=None):
     dw = None if weight is None else c.out(dw_out, n, "out[1]")
     db = None if bias is None else c.out(db_out, n, "out[2]")
     c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(bias, "bias"), c.arg(dy, "dy"), c.arg(dx, "out[0]"),
-             c.arg(dw, "out[1]"), c.arg(db, "out[2]"), eps, c.bf16, c.stream)
+             c.arg(dw, "out[1]"), c.arg(db, "out[2]"), eps, c.stream)
     return c.result(dx), c.result(dw), c.result(db)
 
 

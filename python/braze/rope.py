@@ -49,7 +49,7 @@ def rope(x, positions, *, inv_freq=None, base=10000.0, rotary_dim=None, interlea
         return c.fallback(_ref.rope, (x, positions), _ref_kwargs(inv_freq, *opts), out)
     y = c.out(out, x.shape)
     c.kernel(c.arg(x, "x"), c.arg(positions, "positions"), c.arg(inv_freq, "inv_freq"), c.arg(y, "out"),
-             *opts, c.bf16, c.stream)
+             *opts, c.stream)
     return c.result(y)
 
 
@@ -68,7 +68,7 @@ def rope_qk(q, k, positions, *, inv_freq=None, base=10000.0, rotary_dim=None, in
     yq = c.out(q_out, q.shape, "q_out")
     yk = c.out(k_out, k.shape, "k_out")
     c.kernel(c.arg(q, "q"), c.arg(k, "k"), c.arg(positions, "positions"), c.arg(inv_freq, "inv_freq"),
-             c.arg(yq, "q_out"), c.arg(yk, "k_out"), *opts, c.bf16, c.stream)
+             c.arg(yq, "q_out"), c.arg(yk, "k_out"), *opts, c.stream)
     return c.result(yq), c.result(yk)
 
 

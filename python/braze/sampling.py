@@ -54,7 +54,7 @@ def _normalize(op, ref, logits, temperature, out, shape):
     if c.kernel is None:
         return c.fallback(ref, (logits,), dict(temperature=temperature), out)
     y = c.out(out, shape(logits), dtype="float32")
-    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), t, t_arr, c.bf16, c.stream)
+    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), t, t_arr, c.stream)
     return c.result(y)
 
 
@@ -79,7 +79,7 @@ def argmax(logits, *, out=None):
     if c.kernel is None:
         return c.fallback(_ref.argmax, (logits,), {}, out)
     y = c.out(out, tuple(logits.shape[:1]), dtype="int32")
-    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), c.bf16, c.stream)
+    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), c.stream)
     return c.result(y)
 
 
@@ -91,7 +91,7 @@ def top_k_mask(logits, k, *, out=None):
     if c.kernel is None:
         return c.fallback(_ref.top_k_mask, (logits, k), {}, out)
     y = c.out(out, tuple(logits.shape))
-    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), kv, k_arr, c.bf16, c.stream)
+    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), kv, k_arr, c.stream)
     return c.result(y)
 
 
@@ -102,7 +102,7 @@ def _prob_mask(op, ref, logits, p, temperature, out):
     if c.kernel is None:
         return c.fallback(ref, (logits, p), dict(temperature=temperature), out)
     y = c.out(out, tuple(logits.shape))
-    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), pv, p_arr, t, t_arr, c.bf16, c.stream)
+    c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), pv, p_arr, t, t_arr, c.stream)
     return c.result(y)
 
 
@@ -131,7 +131,7 @@ def apply_penalties(logits, token_ids, *, repetition=1.0, frequency=0.0, presenc
                           dict(repetition=rep, frequency=freq, presence=pres), out)
     y = c.out(out, tuple(logits.shape))
     c.kernel(c.arg(logits, "logits"), c.arg(token_ids, "token_ids"), c.arg(y, "out"), rep, freq, pres,
-             c.bf16, c.stream)
+             c.stream)
     return c.result(y)
 
 
@@ -158,7 +158,7 @@ def sample(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, of
                                                          min_p=min_p, seed=seed, offset=offset), out)
     y = c.out(out, tuple(logits.shape[:1]), dtype="int32")
     c.kernel(c.arg(logits, "logits"), c.arg(y, "out"), t, t_arr, k, k_arr, p, p_arr, mp, mp_arr, seed, offset,
-             c.bf16, c.stream)
+             c.stream)
     return c.result(y)
 
 

@@ -7,6 +7,7 @@ runs twice: once allocating its outputs, once writing into NaN-poisoned
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,7 +73,7 @@ def compare(out, ref, tol, name="out"):
 def convert_inputs(args, kwargs, backend):
     """numpy inputs -> the arrays a backend runs on (torch CUDA tensors for cuda),
     with the same layout: a strided view stays a view of the same strides."""
-    if backend == "cpu":
+    if backend in ("cpu", "metal"):  # metal: the simulated backend takes host arrays
         return args, kwargs
     if backend == "cuda":
         def conv(a):
@@ -144,3 +145,29 @@ def check(spec, backend, dtype, shape, case=None, strided=False, seed=0):
         if not res.ok:
             return res
     return worst
+
+
+@contextlib.contextmanager
+def simulated_metal(module):
+    """Runs host (numpy) arrays on ``module`` as the Metal backend: the Metal
+    backend module built against the MSL simulator (tests/mtlsim), so every
+    public function goes through the same Python path, bindings, checks and
+    launch plans as on a Mac."""
+    from . import _backends, _call
+
+    before = _backends._modules.get("metal", _MISSING)
+    _backends._modules["metal"] = module
+    _backends.ROUTE["cpu"] = "metal"
+    _call._kernels.clear()
+    try:
+        yield
+    finally:
+        _backends.ROUTE.pop("cpu", None)
+        if before is _MISSING:
+            _backends._modules.pop("metal", None)
+        else:
+            _backends._modules["metal"] = before
+        _call._kernels.clear()
+
+
+_MISSING = object()

@@ -326,7 +326,7 @@ std::string dispatch(const std::string& kernel, const unsigned grid[3], const un
 
 }  // namespace mtlsim
 
-extern "C" int mtlsim_dispatch(const char* kernel, const unsigned* grid, const unsigned* tg,
+extern "C" __attribute__((visibility("default"))) int mtlsim_dispatch(const char* kernel, const unsigned* grid, const unsigned* tg,
                                void* const* buffers, int nbuffers, const unsigned long long* tg_args,
                                int ntg_args, unsigned long long seed, int shuffle, char* err,
                                int errlen) {
@@ -338,6 +338,6 @@ extern "C" int mtlsim_dispatch(const char* kernel, const unsigned* grid, const u
 }
 
 // Whether the library holds a kernel of this host name (the registry test asks).
-extern "C" int mtlsim_has_kernel(const char* kernel) {
+extern "C" __attribute__((visibility("default"))) int mtlsim_has_kernel(const char* kernel) {
   return mtlsim::has_kernel(kernel) ? 1 : 0;
 }

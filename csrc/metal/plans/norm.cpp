@@ -8,12 +8,13 @@
 namespace braze::metal {
 namespace {
 
-constexpr std::uint64_t kU32 = 0xffffffffull;
+using norm::Op;
+
 constexpr std::uint64_t kPartialBudget = 8ull << 20;  // f32 partials per gradient, at most
 constexpr std::uint32_t kMaxBlocks = 256;
 constexpr std::uint32_t kReduceThreads = 256;
 
-bool is_vjp(NormOp op) { return op == NormOp::rms_norm_vjp || op == NormOp::layer_norm_vjp; }
+bool is_vjp(Op op) { return op == Op::rms_norm_vjp || op == Op::layer_norm_vjp; }
 
 // Threads for a segment of `len` elements: enough for NORM_REG_ELEMS each,
 // a whole number of simdgroups, at most NORM_MAX_THREADS (then looped).
@@ -29,158 +30,129 @@ std::string kernel_name(const char* op, bool looped, DType t) {
   return std::string(op) + (looped ? "_looped_" : "_") + dtype_suffix(t);
 }
 
-BufferRef role(int r) { return BufferRef{r, -1, 0}; }
-
-// "" or why no kernel handles `a`.
-std::string validate(const NormArgs& a) {
-  const NormOp op = a.op;
-  const bool vjp = is_vjp(op);
-  if (!a.present[kNormX]) return "x is required";
-  if (!a.present[kNormOut]) return vjp ? "dx is required" : "out is required";
-  const bool needs_aux = op == NormOp::add_rms_norm || op == NormOp::rms_norm_gated || vjp;
-  if (a.present[kNormAux] != needs_aux) {
-    return op == NormOp::add_rms_norm     ? "residual is required"
-           : op == NormOp::rms_norm_gated ? "gate is required"
-           : vjp                          ? "dy is required"
-                                          : "unexpected auxiliary input";
-  }
-  if (a.present[kNormAuxOut] != (op == NormOp::add_rms_norm)) return "residual_out mismatch";
-  if (a.present[kNormBias] && op != NormOp::layer_norm && op != NormOp::layer_norm_vjp)
-    return "bias is only taken by layer_norm";
-  if (a.present[kNormDWeight] && !(vjp && a.present[kNormWeight]))
-    return "dweight needs a VJP with a weight";
-  if (a.present[kNormDBias] && !(op == NormOp::layer_norm_vjp && a.present[kNormBias]))
-    return "dbias needs layer_norm_vjp with a bias";
-  if (a.n > kU32) return "row length exceeds 2^32 - 1";
-  if (a.rows > kU32) return "row count exceeds 2^32 - 1";
-  if (!(a.eps >= 0.0f)) return "eps must be >= 0";
-  for (int r = 0; r < kNormRoles; ++r) {
-    if (!a.present[r] || !norm_role_is_row(r) || a.rows <= 1) continue;
-    if (a.row_stride[r] < 0 || std::uint64_t(a.row_stride[r]) > kU32)
-      return "row stride out of range";
-    const bool output = r == kNormOut || r == kNormAuxOut;
-    if (output && std::uint64_t(a.row_stride[r]) < a.n) return "output rows overlap";
-  }
-  if (op == NormOp::rms_norm_gated && a.group_size != 0) {
-    if (a.n % a.group_size != 0) return "group_size must divide the row length";
-    if (a.rows * (a.n / a.group_size) > kU32) return "too many row segments";
-  }
+// "" or why no kernel handles `a` (the core has checked everything else).
+std::string validate(const norm::Args& a) {
+  if (std::uint64_t(a.cols) > kU32) return "row length exceeds 2^32 - 1";
+  if (std::uint64_t(a.rows) > kU32) return "row count exceeds 2^32 - 1";
+  if (a.rows > 1)
+    for (std::int64_t s : {a.x_stride, a.r_stride, a.y_stride, a.h_stride})
+      if (!fits_u32(s)) return "row stride out of range";
+  if (a.op == Op::rms_norm_gated && std::uint64_t(a.rows) * std::uint64_t(a.cols / a.group) > kU32)
+    return "too many row segments";
   return "";
 }
 
-std::uint32_t stride(const NormArgs& a, int r) {
-  return a.present[r] && a.rows > 1 ? std::uint32_t(a.row_stride[r]) : 0u;
+std::uint32_t stride(const norm::Args& a, std::int64_t s) { return a.rows > 1 ? std::uint32_t(s) : 0u; }
+
+// The op's arrays, bound in the kernels' order; an absent optional input is
+// bound to x (the kernel never reads it).
+struct Arrays {
+  BufferRef x, w, b, aux, out, aux_out, dw, db;
+};
+
+Arrays arrays(Plan& plan, const norm::Args& a) {
+  Arrays r;
+  r.x = plan.array(a.x, row_bytes(a.rows, a.cols, a.x_stride, a.dtype));
+  const std::uint64_t vec = std::uint64_t(a.cols) * dtype_size(a.wdtype);
+  r.w = a.w ? plan.array(a.w, vec) : r.x;
+  r.b = a.b ? plan.array(a.b, vec) : r.x;
+  r.aux = a.r ? plan.array(a.r, row_bytes(a.rows, a.cols, a.r_stride, a.dtype)) : r.x;
+  r.out = plan.array(a.y, row_bytes(a.rows, a.cols, a.y_stride, a.dtype), true);
+  r.aux_out = a.h ? plan.array(a.h, row_bytes(a.rows, a.cols, a.h_stride, a.dtype), true) : r.out;
+  if (a.dw) r.dw = plan.array(a.dw, vec, true);
+  if (a.db) r.db = plan.array(a.db, vec, true);
+  return r;
 }
 
-NormParams base_params(const NormArgs& a) {
+NormParams base_params(const norm::Args& a) {
   NormParams p{};
-  p.n = std::uint32_t(a.n);
+  p.n = std::uint32_t(a.cols);
   p.segments = 1;
   p.rows = std::uint32_t(a.rows);
-  p.stride_x = stride(a, kNormX);
-  p.stride_aux = stride(a, kNormAux);
-  p.stride_out = stride(a, kNormOut);
-  p.stride_aux_out = stride(a, kNormAuxOut);
-  p.flags = (a.present[kNormWeight] ? NORM_HAS_WEIGHT : 0u) |
-            (a.present[kNormBias] ? NORM_HAS_BIAS : 0u) |
-            (a.present[kNormDWeight] ? NORM_NEED_DWEIGHT : 0u) |
-            (a.present[kNormDBias] ? NORM_NEED_DBIAS : 0u);
+  p.stride_x = stride(a, a.x_stride);
+  p.stride_aux = a.r ? stride(a, a.r_stride) : 0u;
+  p.stride_out = stride(a, a.y_stride);
+  p.stride_aux_out = a.h ? stride(a, a.h_stride) : 0u;
+  p.flags = (a.w ? NORM_HAS_WEIGHT : 0u) | (a.b ? NORM_HAS_BIAS : 0u) | (a.dw ? NORM_NEED_DWEIGHT : 0u) |
+            (a.db ? NORM_NEED_DBIAS : 0u);
   p.eps = a.eps;
-  p.weight_offset = a.weight_offset;
+  p.weight_offset = a.w_offset;
   return p;
 }
 
-// An absent optional input is bound to x: the kernel never reads it.
-BufferRef input_or_x(const NormArgs& a, int r) { return role(a.present[r] ? r : kNormX); }
-
-Plan plan_forward(const NormArgs& a) {
-  Plan plan;
-  if (a.rows == 0 || a.n == 0) return plan;
+void plan_forward(Plan& plan, const norm::Args& a) {
   NormParams p = base_params(a);
-  if (a.op == NormOp::rms_norm_gated && a.group_size != 0) {
-    p.segments = std::uint32_t(a.n / a.group_size);
-    p.n = std::uint32_t(a.group_size);
+  if (a.op == Op::rms_norm_gated && a.group != a.cols) {
+    p.segments = std::uint32_t(a.cols / a.group);
+    p.n = std::uint32_t(a.group);
   }
+  const Arrays r = arrays(plan, a);
   Dispatch d;
   bool looped = false;
   d.threads[0] = threads_for(p.n, &looped);
-  d.threadgroups[0] = std::uint32_t(a.rows * p.segments);
-  d.kernel = kernel_name(norm_op_name(a.op), looped, a.dtype);
-  d.buffers = {role(kNormX), input_or_x(a, kNormWeight), input_or_x(a, kNormBias),
-               input_or_x(a, kNormAux), role(kNormOut),
-               role(a.present[kNormAuxOut] ? kNormAuxOut : kNormOut)};
+  d.threadgroups[0] = std::uint32_t(std::uint64_t(a.rows) * p.segments);
+  d.kernel = kernel_name(norm::op_name(a.op), looped, a.dtype);
+  d.buffers = {r.x, r.w, r.b, r.aux, r.out, r.aux_out};
   d.params = param_bytes(p);
   plan.dispatches.push_back(d);
-  return plan;
 }
 
-Plan plan_vjp(const NormArgs& a) {
-  Plan plan;
-  if (a.n == 0) return plan;
+// Partial column sums per block of rows (a function of the shape only), then
+// one reduction per gradient: the result does not depend on the schedule.
+void plan_vjp(Plan& plan, const norm::Args& a) {
   NormParams p = base_params(a);
-  const std::uint64_t cap = std::clamp<std::uint64_t>(kPartialBudget / a.n, 1, kMaxBlocks);
-  std::uint64_t blocks = std::min<std::uint64_t>(a.rows, cap);
+  const std::uint64_t n = std::uint64_t(a.cols);
+  const std::uint64_t cap = std::clamp<std::uint64_t>(kPartialBudget / n, 1, kMaxBlocks);
+  std::uint64_t blocks = std::min<std::uint64_t>(std::uint64_t(a.rows), cap);
   if (blocks > 0) {
-    p.rows_per_block = std::uint32_t((a.rows + blocks - 1) / blocks);
-    blocks = (a.rows + p.rows_per_block - 1) / p.rows_per_block;
+    p.rows_per_block = std::uint32_t((std::uint64_t(a.rows) + blocks - 1) / blocks);
+    blocks = (std::uint64_t(a.rows) + p.rows_per_block - 1) / p.rows_per_block;
   }
   p.blocks = std::uint32_t(blocks);
-  const bool dw = a.present[kNormDWeight], db = a.present[kNormDBias];
-  const std::uint64_t part_bytes = blocks * a.n * sizeof(float);
-  plan.scratch_bytes.push_back(std::max<std::uint64_t>(4, (dw + db) * part_bytes));
+  const Arrays r = arrays(plan, a);
+  const std::uint64_t part_bytes = blocks * n * sizeof(float);
+  plan.scratch_bytes.push_back(std::max<std::uint64_t>(4, ((a.dw ? 1 : 0) + (a.db ? 1 : 0)) * part_bytes));
   if (blocks > 0) {
     Dispatch d;
     bool looped = false;
-    d.threads[0] = threads_for(a.n, &looped);
+    d.threads[0] = threads_for(n, &looped);
     d.threadgroups[0] = std::uint32_t(blocks);
-    d.kernel = kernel_name(norm_op_name(a.op), looped, a.dtype);
-    d.buffers = {role(kNormX), input_or_x(a, kNormWeight), role(kNormAux), role(kNormOut),
-                 BufferRef{-1, 0, 0}};
+    d.kernel = kernel_name(norm::op_name(a.op), looped, a.dtype);
+    d.buffers = {r.x, r.w, r.aux, r.out, BufferRef{-1, 0, -1, 0}};
     d.params = param_bytes(p);
     plan.dispatches.push_back(d);
   }
-  const NormReduceParams rp{std::uint32_t(a.n), std::uint32_t(blocks)};
+  const NormReduceParams rp{std::uint32_t(n), std::uint32_t(blocks)};
   std::uint64_t offset = 0;
-  for (int r : {int(kNormDWeight), int(kNormDBias)}) {
-    if (!a.present[r]) continue;
+  for (const BufferRef* g : {a.dw ? &r.dw : nullptr, a.db ? &r.db : nullptr}) {
+    if (!g) continue;
     Dispatch d;
     d.kernel = kernel_name("norm_reduce_cols", false, a.dtype);
     d.threads[0] = kReduceThreads;
-    d.threadgroups[0] = std::uint32_t((a.n + kReduceThreads - 1) / kReduceThreads);
-    d.buffers = {BufferRef{-1, 0, offset}, role(r)};
+    d.threadgroups[0] = std::uint32_t((n + kReduceThreads - 1) / kReduceThreads);
+    d.buffers = {BufferRef{-1, 0, -1, offset}, *g};
     d.params = param_bytes(rp);
     plan.dispatches.push_back(d);
     offset += part_bytes;
   }
-  return plan;
 }
 
 }  // namespace
 
-const char* norm_op_name(NormOp op) {
-  switch (op) {
-    case NormOp::rms_norm: return "rms_norm";
-    case NormOp::layer_norm: return "layer_norm";
-    case NormOp::add_rms_norm: return "add_rms_norm";
-    case NormOp::rms_norm_gated: return "rms_norm_gated";
-    case NormOp::rms_norm_vjp: return "rms_norm_vjp";
-    case NormOp::layer_norm_vjp: return "layer_norm_vjp";
-  }
-  return "?";
-}
-
-bool norm_role_is_row(int role) {
-  return role == kNormX || role == kNormAux || role == kNormOut || role == kNormAuxOut;
-}
-
-Plan plan_norm(const NormArgs& a) {
-  std::string error = validate(a);
-  if (!error.empty()) {
-    Plan plan;
-    plan.error = error;
+Plan plan_norm(const norm::Args& a) {
+  Plan plan;
+  plan.error = validate(a);
+  if (!plan.error.empty()) return plan;
+  if (a.wdtype != a.dtype && (a.w || a.b || a.dw || a.db)) {
+    plan.error = "Metal norm kernels take weight / bias in x's dtype";
     return plan;
   }
-  return is_vjp(a.op) ? plan_vjp(a) : plan_forward(a);
+  if (is_vjp(a.op)) {
+    if (a.cols > 0) plan_vjp(plan, a);
+  } else if (a.rows > 0 && a.cols > 0) {
+    plan_forward(plan, a);
+  }
+  return plan;
 }
 
 }  // namespace braze::metal

@@ -1,0 +1,41 @@
+// braze._metal: the Metal backend module. The same bindings as every backend
+// (csrc/bindings/), the same core validation; each family's launcher turns
+// the validated Args into a portable launch plan (plans/) that the executor
+// runs. On Linux the tests build this very file against the MSL simulator's
+// executor (tests/mtlsim/).
+#include <nanobind/stl/string.h>
+
+#include "bindings/families.h"
+#include "executor.h"
+#include "plans/norm.h"
+#include "plans/rope.h"
+#include "plans/sampling.h"
+
+namespace nb = nanobind;
+using namespace braze;
+
+namespace {
+
+template <class Args, metal::Plan (*plan_of)(const Args&)>
+bind::Launcher<Args> launcher() {
+  bind::Launcher<Args> l;
+  l.launch_arrays = [](const Args& a, TensorList arrays) {
+    const metal::Plan plan = plan_of(a);
+    if (!plan.error.empty()) throw ValueError(plan.error);
+    metal::execute(plan, arrays);
+  };
+  l.backend = "metal";
+  l.device = Device::metal;
+  l.host_device = Device::cpu;  // unified memory: host arrays run here too
+  return l;
+}
+
+}  // namespace
+
+NB_MODULE(_metal, m) {
+  bind::bind_common(m);
+  bind::bind_norm(m, launcher<norm::Args, metal::plan_norm>());
+  bind::bind_rope(m, launcher<rope::Args, metal::plan_rope>());
+  bind::bind_sampling(m, launcher<sampling::Args, metal::plan_sampling>());
+  m.def("library_path", &metal::library_path, "Where braze.metallib was loaded from.");
+}
