@@ -66,6 +66,10 @@ NB_MODULE(_cpu, m) {
       std::memcpy(d + a, s + a, b - a);
     });
   }, nb::arg("src"), nb::arg("dst"), "Multi-threaded memcpy (the bandwidth ceiling of the CPU benchmarks).");
+  m.def("_test_pool", [](const std::string& kind) {
+    nb::gil_scoped_release nogil;
+    return cpu::pool_self_test(kind);
+  }, nb::arg("kind"), "Test-only: exercises the thread pool's nested regions ('nested') and task exceptions ('throw').");
   m.def("num_threads", &cpu::num_threads);
   m.def("set_num_threads", [](int n) {
     if (n < 1) throw ValueError("n must be >= 1");

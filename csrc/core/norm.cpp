@@ -14,7 +14,7 @@ void check_eps(double eps) {
 Args base(Op op, const Tensor& x, double eps) {
   require_float(x);
   check_eps(eps);
-  Rows rx = as_rows(x);
+  Rows rx = as_rows(x, Role::input);
   Args a{};
   a.op = op;
   a.dtype = a.wdtype = x.dtype;
@@ -29,10 +29,10 @@ Args base(Op op, const Tensor& x, double eps) {
 }
 
 // Another row-shaped array: same shape and dtype as x; returns its row stride.
-int64_t rows_like(const Tensor& t, const Tensor& x) {
+int64_t rows_like(const Tensor& t, const Tensor& x, Role role) {
   require_dtype(t, x.dtype);
   require_shape(t, x);
-  return as_rows(t).stride;
+  return as_rows(t, role).stride;
 }
 
 // weight-like vector of length cols, dtype of x.
@@ -51,7 +51,7 @@ void outputs_disjoint(const Tensor& out, std::initializer_list<const Tensor*> in
 Args prepare_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out, double eps, double w_offset) {
   Args a = base(Op::rms_norm, x, eps);
   vector_like(w, x, a.cols);
-  a.y_stride = rows_like(out, x);
+  a.y_stride = rows_like(out, x, Role::output);
   require_same_device({&x, &w, &out});
   outputs_disjoint(out, {&x, &w});
   a.w = w.data;
@@ -64,7 +64,7 @@ Args prepare_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, const
   Args a = base(Op::layer_norm, x, eps);
   vector_like(w, x, a.cols);
   vector_like(b, x, a.cols);
-  a.y_stride = rows_like(out, x);
+  a.y_stride = rows_like(out, x, Role::output);
   require_same_device({&x, &w, &b, &out});
   outputs_disjoint(out, {&x, &w, &b});
   a.w = w.data;
@@ -76,10 +76,10 @@ Args prepare_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, const
 Args prepare_add_rms_norm(const Tensor& x, const Tensor& res, const Tensor& w, const Tensor& out,
                           const Tensor& res_out, double eps, double w_offset) {
   Args a = base(Op::add_rms_norm, x, eps);
-  a.r_stride = rows_like(res, x);
+  a.r_stride = rows_like(res, x, Role::input);
   vector_like(w, x, a.cols);
-  a.y_stride = rows_like(out, x);
-  a.h_stride = rows_like(res_out, x);
+  a.y_stride = rows_like(out, x, Role::output);
+  a.h_stride = rows_like(res_out, x, Role::output);
   require_same_device({&x, &res, &w, &out, &res_out});
   outputs_disjoint(out, {&x, &res, &w, &res_out});
   // residual_out may be residual itself (in place), or be apart from it.
@@ -96,9 +96,9 @@ Args prepare_add_rms_norm(const Tensor& x, const Tensor& res, const Tensor& w, c
 Args prepare_rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, const Tensor& out,
                             double eps, int64_t group_size) {
   Args a = base(Op::rms_norm_gated, x, eps);
-  a.r_stride = rows_like(gate, x);
+  a.r_stride = rows_like(gate, x, Role::input);
   vector_like(w, x, a.cols);
-  a.y_stride = rows_like(out, x);
+  a.y_stride = rows_like(out, x, Role::output);
   if (group_size < 0 || (group_size > 0 && a.cols % group_size != 0))
     throw ValueError("group_size must divide the last axis of x (" + std::to_string(a.cols) + "), got " +
                      std::to_string(group_size));
@@ -115,8 +115,8 @@ Args prepare_rms_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& dy, co
                           const Tensor& dw, double eps, double w_offset) {
   Args a = base(Op::rms_norm_vjp, x, eps);
   vector_like(w, x, a.cols);
-  a.r_stride = rows_like(dy, x);
-  a.y_stride = rows_like(dx, x);
+  a.r_stride = rows_like(dy, x, Role::input);
+  a.y_stride = rows_like(dx, x, Role::output);
   if (dw.defined() != w.defined())
     throw ValueError(w.defined() ? "dweight is required when weight is given"
                                  : "dweight must be None when weight is None");
@@ -137,8 +137,8 @@ Args prepare_layer_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& b, c
   Args a = base(Op::layer_norm_vjp, x, eps);
   vector_like(w, x, a.cols);
   vector_like(b, x, a.cols);
-  a.r_stride = rows_like(dy, x);
-  a.y_stride = rows_like(dx, x);
+  a.r_stride = rows_like(dy, x, Role::input);
+  a.y_stride = rows_like(dx, x, Role::output);
   if (dw.defined() != w.defined())
     throw ValueError(w.defined() ? "dweight is required when weight is given"
                                  : "dweight must be None when weight is None");

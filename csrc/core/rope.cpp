@@ -11,38 +11,25 @@ struct Layout {
   int64_t tokens = 1, tok_stride = 0, heads = 0, head_stride = 0, dim = 0;
 };
 
-// Collapses axes [0, n) of t into one count and stride; ValueError otherwise.
-void collapse(const Tensor& t, int n, int64_t& count, int64_t& stride) {
-  count = 1;
-  for (int i = 0; i < n; ++i) count *= t.shape[i];
-  int64_t span = 0;
-  stride = 0;
-  for (int i = n - 1; i >= 0; --i) {
-    if (t.shape[i] == 1) continue;
-    if (span == 0) {
-      stride = t.stride[i];
-      span = t.stride[i] * t.shape[i];
-    } else if (t.stride[i] == span) {
-      span *= t.shape[i];
-    } else if (count != 0) {
-      throw ValueError(std::string(t.name) + ": the token axes of shape " + shape_str(t) +
-                       " cannot be walked with one stride; make them contiguous first");
-    }
-  }
-}
-
-Layout layout(const Tensor& t) {
+Layout layout(const Tensor& t, Role role) {
   require_float(t);
   if (t.ndim < 2)
     throw ValueError(std::string(t.name) + " must have shape [..., heads, head_dim], got " + shape_str(t));
   Layout l;
-  collapse(t, t.ndim - 2, l.tokens, l.tok_stride);
+  const Run run = collapse_axes(t, t.ndim - 2, "token axes");
+  l.tokens = run.count;
+  l.tok_stride = run.stride;
   l.heads = t.shape[t.ndim - 2];
   l.head_stride = t.stride[t.ndim - 2];
   l.dim = t.shape[t.ndim - 1];
   if (l.tokens * l.heads > 0 && l.dim > 1 && t.stride[t.ndim - 1] != 1)
     throw ValueError(std::string(t.name) + ": the last axis (head_dim) must be contiguous (stride 1), got stride " +
                      std::to_string(t.stride[t.ndim - 1]));
+  // Inputs may repeat memory (broadcast tokens); two rows of an output may not.
+  if (role == Role::output && may_self_overlap({{l.tokens, l.tok_stride}, {l.heads, l.head_stride}, {l.dim, 1}}))
+    throw ValueError(std::string(t.name) + ": rows overlap (token stride " + std::to_string(l.tok_stride) +
+                     ", head stride " + std::to_string(l.head_stride) + ", head_dim " + std::to_string(l.dim) +
+                     "); an output needs its rows apart in memory (a broadcast view cannot be written)");
   return l;
 }
 
@@ -86,7 +73,7 @@ void check_disjoint(const Tensor& out, const Layout& lo, const Tensor& in, const
 Layout output(const Tensor& out, const Tensor& in, const Layout& li) {
   require_dtype(out, in.dtype);
   require_shape(out, in);
-  Layout lo = layout(out);
+  Layout lo = layout(out, Role::output);
   if (!same_view(out, in)) check_disjoint(out, lo, in, li);
   return lo;
 }
@@ -120,8 +107,7 @@ Args common(const Tensor& x, const Layout& lx, const Tensor& pos, const Tensor& 
     throw TypeError(std::string("positions must be int32 or int64, got ") + dtype_name(pos.dtype));
   std::string what = std::string("the token axes of ") + x.name + ", " + shape_str(x) + "[:-2]";
   require_shape(pos, x.shape, x.ndim - 2, what.c_str());
-  int64_t n;
-  collapse(pos, pos.ndim, n, a.pos_stride);
+  a.pos_stride = collapse_axes(pos, pos.ndim, "axes").stride;
   a.pos_dtype = pos.dtype;
   a.pos = pos.data;
   if (inv_freq.defined()) {
@@ -150,7 +136,7 @@ void outputs_apart_from_vectors(const Tensor& out, const Tensor& pos, const Tens
 
 Args prepare_rope(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, const Tensor& out,
                   const Options& o) {
-  Layout lx = layout(x);
+  Layout lx = layout(x, Role::input);
   Args a = common(x, lx, pos, inv_freq, o);
   Layout ly = output(out, x, lx);
   require_same_device({&x, &pos, &inv_freq, &out});
@@ -161,7 +147,7 @@ Args prepare_rope(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, co
 
 Args prepare_rope_qk(const Tensor& q, const Tensor& k, const Tensor& pos, const Tensor& inv_freq,
                      const Tensor& q_out, const Tensor& k_out, const Options& o) {
-  Layout lq = layout(q), lk = layout(k);
+  Layout lq = layout(q, Role::input), lk = layout(k, Role::input);
   require_dtype(k, q.dtype);
   if (k.ndim != q.ndim || lk.dim != lq.dim)
     throw ValueError("k must have shape [..., heads, " + std::to_string(lq.dim) + "] with the token axes of q " +

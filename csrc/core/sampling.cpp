@@ -16,7 +16,7 @@ std::string num(double v) {
 Args base(Op op, const Tensor& x) {
   require_float(x);
   if (x.ndim != 2) throw ValueError(std::string(x.name) + " must be 2-D [batch, vocab], got shape " + shape_str(x));
-  Rows r = as_rows(x);
+  Rows r = as_rows(x, Role::input);
   Args a{};
   a.op = op;
   a.dtype = x.dtype;
@@ -36,7 +36,7 @@ void row_out(Args& a, const Tensor& out, const Tensor& x, DType dtype, bool in_p
   require_dtype(out, dtype);
   require_shape(out, x);
   a.y = out.data;
-  a.y_stride = as_rows(out).stride;
+  a.y_stride = as_rows(out, Role::output).stride;
   a.in_place = in_place_ok && same_view(out, x);
   if (!a.in_place) require_disjoint(out, x);
 }
@@ -130,7 +130,7 @@ Args prepare_apply_penalties(const Tensor& x, const Tensor& ids, const Tensor& o
   if (ids.ndim != 2 || ids.shape[0] != a.rows)
     throw ValueError(std::string(ids.name) + " must have shape (" + std::to_string(a.rows) +
                      ", L) (one row per row of logits), got " + shape_str(ids));
-  Rows ri = as_rows(ids);
+  Rows ri = as_rows(ids, Role::input);
   a.ids = static_cast<const int32_t*>(ids.data);
   a.ids_len = ri.cols;
   a.ids_stride = ri.stride;

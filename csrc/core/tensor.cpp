@@ -14,12 +14,54 @@ std::string shape_str(const Tensor& t) {
   return s + ")";
 }
 
-Rows as_rows(const Tensor& t) {
+Run collapse_axes(const Tensor& t, int n, const char* what) {
+  Run r;
+  for (int i = 0; i < n; ++i) r.count *= t.shape[i];
+  if (r.count <= 1) return r;  // no step is ever taken: strides do not matter
+  // Walking from the innermost axis outwards, each stride must be the span of
+  // the axes inside it. `seen` (not span != 0) marks the first axis, since a
+  // broadcast axis has span 0.
+  bool seen = false;
+  int64_t span = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    if (t.shape[i] == 1) continue;
+    if (!seen) {
+      seen = true;
+      r.stride = t.stride[i];
+      span = t.stride[i] * t.shape[i];
+    } else if (t.stride[i] == span) {
+      span *= t.shape[i];
+    } else {
+      throw ValueError(std::string(t.name) + ": the " + what + " of shape " + shape_str(t) +
+                       " cannot be walked with one stride; make them contiguous first");
+    }
+  }
+  return r;
+}
+
+bool may_self_overlap(std::initializer_list<Axis> axes) {
+  Axis sorted[kMaxDims + 2];
+  int n = 0;
+  for (const Axis& a : axes) {
+    if (a.size == 0) return false;  // no element at all
+    if (a.size > 1 && n < kMaxDims + 2) sorted[n++] = {a.size, a.stride < 0 ? -a.stride : a.stride};
+  }
+  std::sort(sorted, sorted + n, [](const Axis& a, const Axis& b) { return a.stride < b.stride; });
+  int64_t extent = 1;  // elements spanned by the axes inside the current one
+  for (int i = 0; i < n; ++i) {
+    if (sorted[i].stride < extent) return true;
+    extent += sorted[i].stride * (sorted[i].size - 1);
+  }
+  return false;
+}
+
+Rows as_rows(const Tensor& t, Role role) {
   if (t.ndim < 1) throw ValueError(std::string(t.name) + " must have at least one axis, got a scalar");
   Rows r;
   r.cols = t.shape[t.ndim - 1];
-  r.rows = 1;
-  for (int i = 0; i < t.ndim - 1; ++i) r.rows *= t.shape[i];
+  const Run run = collapse_axes(t, t.ndim - 1, "leading axes");
+  r.rows = run.count;
+  r.stride = run.count > 1 ? run.stride : r.cols;
   if (r.rows == 0 || r.cols == 0) {  // nothing is read or written: strides do not matter
     r.stride = r.cols;
     return r;
@@ -27,25 +69,14 @@ Rows as_rows(const Tensor& t) {
   if (t.stride[t.ndim - 1] != 1 && r.cols > 1)
     throw ValueError(std::string(t.name) + ": the last axis must be contiguous (stride 1), got stride " +
                      std::to_string(t.stride[t.ndim - 1]));
-  // The leading axes must form one arithmetic sequence of rows: walking from the
-  // innermost leading axis outwards, each stride is the next one's span.
-  int64_t stride = 0, span = 0;
-  for (int i = t.ndim - 2; i >= 0; --i) {
-    if (t.shape[i] == 1) continue;
-    if (span == 0) {
-      stride = t.stride[i];
-      span = t.stride[i] * t.shape[i];
-    } else if (t.stride[i] == span) {
-      span *= t.shape[i];
-    } else {
-      throw ValueError(std::string(t.name) + ": the leading axes of shape " + shape_str(t) +
-                       " cannot be viewed as rows with one stride; make it contiguous first");
-    }
-  }
-  r.stride = span == 0 ? r.cols : stride;
-  if (r.rows > 1 && r.stride < r.cols && r.cols > 0)
+  // The kernels walk rows forwards from data (and Metal's strides are unsigned).
+  if (r.stride < 0)
+    throw ValueError(std::string(t.name) + ": negative row strides are not supported (row stride " +
+                     std::to_string(r.stride) + "); make it contiguous first");
+  if (role == Role::output && may_self_overlap({{r.rows, r.stride}, {r.cols, 1}}))
     throw ValueError(std::string(t.name) + ": rows overlap (row stride " + std::to_string(r.stride) +
-                     " < row length " + std::to_string(r.cols) + ")");
+                     " < row length " + std::to_string(r.cols) +
+                     "); an output needs its rows apart in memory (a broadcast view cannot be written)");
   return r;
 }
 

@@ -2,6 +2,7 @@
 // from memory once (later passes hit L1/L2), math in f32 vectors of W lanes.
 #include "cpu/norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -187,10 +188,20 @@ template <class D> void reduce_blocks(const std::vector<float>& parts, int64_t b
   });
 }
 
+// The row blocks of a VJP's parameter sums: a function of the shape alone
+// (never of the thread count), so every thread count adds the same f32
+// partials in the same order and gets the same bits. Enough blocks to spread
+// over many threads, each worth waking one for, and a bounded partials buffer.
+int64_t vjp_blocks(int64_t rows, int64_t cols, int64_t elem_bytes) {
+  constexpr int64_t kMaxBlocks = 64, kMinBlockBytes = 1 << 17;
+  const int64_t bytes = rows * cols * 3 * elem_bytes;  // x and dy read, dx written
+  return std::max<int64_t>(1, std::min<int64_t>({rows, kMaxBlocks, bytes / kMinBlockBytes}));
+}
+
 template <class D> void run_vjp(const Args& a) {
   const int64_t n = a.cols;
   const bool need_w = a.dw != nullptr, need_b = a.db != nullptr;
-  const int64_t blocks = (need_w || need_b) ? std::max<int64_t>(1, std::min<int64_t>(a.rows, num_threads())) : 1;
+  const int64_t blocks = (need_w || need_b) ? vjp_blocks(a.rows, n, int64_t(sizeof(typename D::T))) : 1;
   std::vector<float> pw(need_w ? blocks * n : 0, 0.f), pb(need_b ? blocks * n : 0, 0.f);
   auto body = [&](int64_t blk, int) {
     int64_t r0 = a.rows * blk / blocks, r1 = a.rows * (blk + 1) / blocks;

@@ -1,14 +1,18 @@
 #include "cpu/runtime.h"
 
+#include "core/error.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+#include <pthread.h>
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -89,12 +93,22 @@ int default_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// True on a thread while it runs pool tasks (every worker, and a caller inside
+// run()): a parallel_for from there runs inline, as the pool is busy with the
+// enclosing job and waiting for it would never end.
+thread_local bool tls_in_task = false;
+
+struct InTask {
+  bool saved = tls_in_task;
+  InTask() { tls_in_task = true; }
+  ~InTask() { tls_in_task = saved; }
+};
+
 // Workers sleep on a condition variable between jobs; a job hands out task
 // indices through one atomic counter, and the caller works too.
 class Pool {
  public:
   explicit Pool(int n) { resize(n); }
-  ~Pool() { stop(); }
 
   int size() const { return int(workers_.size()) + 1; }
 
@@ -116,21 +130,41 @@ class Pool {
       tasks_ = tasks;
       next_.store(0);
       active_ = int(workers_.size());
+      error_ = nullptr;
       ++generation_;
     }
     cv_.notify_all();
-    work(0);
-    std::unique_lock<std::mutex> lk(m_);
-    done_cv_.wait(lk, [this] { return active_ == 0; });
-    fn_ = nullptr;
+    {
+      InTask in;
+      work(0);
+    }
+    std::exception_ptr err;
+    {
+      std::unique_lock<std::mutex> lk(m_);
+      done_cv_.wait(lk, [this] { return active_ == 0; });
+      fn_ = nullptr;
+      std::swap(err, error_);
+    }
+    if (err) std::rethrow_exception(err);  // the first one; every worker has finished
   }
 
  private:
+  // A task that throws ends the job: the exception is kept for run() to
+  // rethrow, and tasks not yet started are skipped.
   void work(int worker) {
-    for (int64_t t; (t = next_.fetch_add(1)) < tasks_;) (*fn_)(t, worker);
+    for (int64_t t; (t = next_.fetch_add(1)) < tasks_;) {
+      try {
+        (*fn_)(t, worker);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(m_);
+        if (!error_) error_ = std::current_exception();
+        next_.store(tasks_);
+      }
+    }
   }
 
   void loop(int worker, uint64_t seen) {
+    tls_in_task = true;
     for (;;) {
       {
         std::unique_lock<std::mutex> lk(m_);
@@ -163,11 +197,33 @@ class Pool {
   int active_ = 0;
   uint64_t generation_ = 0;
   bool quit_ = false;
+  std::exception_ptr error_;
 };
 
+// The pool is made on first use. A forked child has only the thread that
+// called fork: the parent's workers do not exist there and its locks may be
+// held by them, so the child abandons the whole slot (never joins, never
+// unlocks, never destroys) and makes a pool of its own on first use.
+struct Slot {
+  std::mutex m;
+  std::atomic<Pool*> pool{nullptr};
+};
+std::atomic<Slot*> g_slot{new Slot};  // leaked on purpose: workers may outlive static teardown
+std::atomic<int> g_threads{0};        // set_num_threads' count; 0 = default_threads()
+
+void forget_pool_in_child() { g_slot.store(new Slot); }
+
 Pool& pool() {
-  static Pool* p = new Pool(default_threads());  // never destroyed: workers may outlive static teardown
-  return *p;
+  static const bool registered = (pthread_atfork(nullptr, nullptr, forget_pool_in_child), true);
+  (void)registered;
+  Slot* s = g_slot.load(std::memory_order_acquire);
+  if (Pool* p = s->pool.load(std::memory_order_acquire)) return *p;
+  std::lock_guard<std::mutex> lk(s->m);
+  if (!s->pool.load(std::memory_order_relaxed)) {
+    const int n = g_threads.load();
+    s->pool.store(new Pool(n > 0 ? n : default_threads()), std::memory_order_release);
+  }
+  return *s->pool.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -202,11 +258,14 @@ int64_t stream_min_bytes() {
 
 void set_stream_min_bytes(int64_t bytes) { g_stream_min.store(bytes < 0 ? -1 : bytes); }
 
-void set_num_threads(int n) { pool().resize(std::max(1, n)); }
+void set_num_threads(int n) {
+  g_threads.store(std::max(1, n));
+  pool().resize(std::max(1, n));
+}
 
 void parallel_for(int64_t tasks, const std::function<void(int64_t, int)>& fn) {
   if (tasks <= 0) return;
-  if (tasks == 1 || num_threads() == 1) {
+  if (tasks == 1 || tls_in_task || num_threads() == 1) {
     for (int64_t t = 0; t < tasks; ++t) fn(t, 0);
     return;
   }
@@ -226,6 +285,23 @@ void parallel_rows(int64_t rows, int64_t bytes_per_row, const std::function<void
   // Round to a multiple of the thread count so static shares stay even.
   if (chunks > threads) chunks -= chunks % threads;
   parallel_for(chunks, [&](int64_t c, int) { fn(rows * c / chunks, rows * (c + 1) / chunks); });
+}
+
+int64_t pool_self_test(const std::string& kind) {
+  if (kind == "nested") {
+    std::atomic<int64_t> inner{0};
+    parallel_for(16, [&](int64_t, int) { parallel_for(16, [&](int64_t, int) { inner.fetch_add(1); }); });
+    return inner.load();
+  }
+  if (kind == "throw") {
+    std::atomic<int64_t> ran{0};
+    parallel_for(64, [&](int64_t t, int) {
+      if (t == 13) throw ValueError("task 13 failed");
+      ran.fetch_add(1);
+    });
+    return ran.load();
+  }
+  throw ValueError("kind must be 'nested' or 'throw', got '" + kind + "'");
 }
 
 }  // namespace braze::cpu

@@ -26,8 +26,17 @@ void set_num_threads(int n);
 
 // Runs fn(task, worker) for task in [0, tasks) on the pool; the calling thread
 // takes part. Tasks run in no fixed order; `worker` is in [0, num_threads()).
-// With one task (or one thread) everything runs inline on the caller.
+// With one task (or one thread) everything runs inline on the caller, and so
+// does a parallel_for called from inside a task (nested regions). If tasks
+// throw, the tasks not yet started are skipped and the first exception is
+// rethrown here once every thread has left the job. The pool survives fork():
+// a child makes its own threads on first use.
 void parallel_for(int64_t tasks, const std::function<void(int64_t task, int worker)>& fn);
+
+// For tests (braze._cpu._test_pool): "nested" runs a parallel_for of 16 tasks
+// whose every task runs a parallel_for of 16 and returns the inner tasks run
+// (256); "throw" runs 64 tasks of which task 13 throws ValueError.
+int64_t pool_self_test(const std::string& kind);
 
 // Splits rows into chunks of at least `min_bytes` of traffic each, at most a
 // few per thread, and runs fn(row_begin, row_end) over them in parallel.

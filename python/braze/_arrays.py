@@ -150,7 +150,8 @@ class Cupy:
 
     @staticmethod
     def place(a):
-        return "cuda", Cupy.stream(a)
+        backend = dlpack_device(a)[0]  # "cuda", or a device braze has no backend for (ROCm)
+        return backend, Cupy.stream(a) if backend == "cuda" else 0
 
     @staticmethod
     def native(a):
@@ -173,9 +174,12 @@ class Cupy:
 
     @staticmethod
     def stream(a):
+        """The current stream of ``a``'s device (each device has its own), not
+        of whichever device is current."""
         import cupy
 
-        return cupy.cuda.get_current_stream().ptr
+        with a.device:
+            return cupy.cuda.get_current_stream().ptr
 
     @staticmethod
     def wrap(buf, like):

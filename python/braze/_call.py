@@ -69,9 +69,12 @@ class Call:
         return buf if buf is None or not self.fw.immutable else self.fw.wrap(buf, self.x)
 
     def fallback(self, reference, args, kwargs, outs=None):
-        """Runs the reference composition; copies into ``outs`` when given."""
+        """Runs the reference composition and returns its results, as the kernel
+        path would: each result is copied into its slot of ``outs`` where one is
+        given (and that array returned), else returned as computed. Every given
+        slot is checked before any is written."""
         key = (self.op, self.backend)
-        if key not in _warned:
+        if key not in _warned and not _forced_reference:
             _warned.add(key)
             why = _backends.why_not(self.backend) or "this backend has no kernel for it"
             warnings.warn(f"braze: {self.op} on {self.backend}: {why}; running the reference "
@@ -80,7 +83,27 @@ class Call:
         if outs is None:
             return res
         single = not isinstance(res, tuple)
-        for dst, src in zip((outs,) if single else outs, (res,) if single else res):
-            if dst is not None and src is not None:
-                framework(dst, "out").copy_into(dst, src)
-        return outs if not single else outs
+        dsts, srcs = ((outs,), (res,)) if single else (tuple(outs), res)
+        if len(dsts) != len(srcs):
+            raise TypeError(f"out must be a tuple of {len(srcs)} arrays (or None), got {len(dsts)}")
+        for i, (dst, src) in enumerate(zip(dsts, srcs)):
+            if dst is None or src is None:
+                continue
+            name = "out" if single else f"out[{i}]"
+            self.out(dst, None, name)  # type, immutability, writability
+            if tuple(dst.shape) != tuple(src.shape):
+                raise ValueError(f"{name} must have shape {tuple(src.shape)}, got {tuple(dst.shape)}")
+            want, got = framework(src).dtype_name(src), framework(dst, name).dtype_name(dst)
+            if want != got:
+                raise TypeError(f"{name} must be {want}, got {got}")
+        results = []
+        for dst, src in zip(dsts, srcs):
+            if dst is None or src is None:
+                results.append(src)
+            else:
+                framework(dst).copy_into(dst, src)
+                results.append(dst)
+        return results[0] if single else tuple(results)
+
+
+_forced_reference = False  # set by braze.testing.force_reference(): no warning for a fallback asked for
