@@ -57,3 +57,44 @@ def test_bench_unknown_op_is_a_clear_error():
 @pytest.mark.parametrize("cmd", [["--version"]])
 def test_version(cmd):
     assert "braze" in braze(*cmd)
+
+
+def test_bench_help_documents_options_families_and_ops():
+    from braze import _spec
+
+    out = braze("bench", "--help")
+    for opt in ("--family", "--op", "--backend", "--dtype", "--full", "--json", "--plot", "--peers", "--no-progress"):
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(opt))
+        assert len(line.split(opt, 1)[1].strip()) > 3 or opt in ("--family", "--backend", "--dtype"), opt
+    for s in _spec.ops():
+        assert s.name in out
+    for fam in _spec.FAMILIES:
+        assert fam in out
+
+
+def test_bench_plot_without_matplotlib_fails_before_timing(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; from braze.cli import main; "
+            f"sys.exit(main(['bench', '--op', 'rms_norm', '--plot', r'{tmp_path / 'p.png'}']))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--plot needs matplotlib" in r.stderr
+    assert "copy ceiling" not in r.stdout  # nothing was timed
+
+
+def test_bench_mask_ops_have_finite_max_err_and_no_runtime_warning(tmp_path):
+    path = tmp_path / "b.json"
+    r = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "braze", "bench", "--family", "sampling",
+                        "--op", "top_k_mask", "--peers", "torch", "--json", str(path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(path.read_text())["rows"]
+    assert rows and all(row["max_err"] == 0.0 for row in rows if row["impl"] == "braze")
+
+
+def test_max_err_compares_kept_sets():
+    import numpy as np
+
+    from braze.bench.harness import _max_err
+
+    ref = np.array([[1.0, -np.inf, 2.0]])
+    assert _max_err(np.array([[1.0, -np.inf, 2.5]]), ref) == 0.5
+    assert _max_err(np.array([[1.0, 0.0, 2.0]]), ref) == np.inf  # a different kept set

@@ -139,3 +139,91 @@ def test_torch_mixed_dtype():
 def test_cpu_isa_name_checked():
     with pytest.raises(ValueError, match="isa must be one of"):
         braze._cpu.set_isa("sse9")
+
+
+# ---------------------------------------------------------------- issue 12: dtypes, rope axes, numbers, grad
+def test_numpy_fp8_names_the_argument_and_dtypes():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    o = fresh_out()
+    for x, w, name in ((X.astype(ml_dtypes.float8_e4m3fn), None, "x"), (X, W.astype(ml_dtypes.float8_e5m2), "weight")):
+        raises(TypeError, rf"{name} has dtype float8_e\w+, .*float32, float16 or bfloat16",
+               lambda: norm.rms_norm(x, w, out=o), o)
+
+
+def test_torch_fp8_names_the_argument_and_dtypes():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 64)
+    o = torch.full((4, 64), 7.0)
+    with pytest.raises(TypeError, match="^x must be float32, float16 or bfloat16"):
+        norm.rms_norm(x.to(torch.float8_e4m3fn))
+    with pytest.raises(TypeError, match="^weight must be float32"):
+        norm.rms_norm(x, torch.ones(64).to(torch.float8_e4m3fn), out=o)
+    assert bool((o == 7.0).all())
+
+
+def test_unsupported_dtype_of_a_sampling_parameter():
+    from braze import sampling
+
+    logits = rng.normal(size=(2, 16)).astype(np.float32)
+    with pytest.raises(TypeError, match="temperature must be float32, got float64"):
+        sampling.sample(logits, temperature=np.ones(2))
+    with pytest.raises(TypeError, match="top_k must be int32, got int64"):
+        sampling.sample(logits, top_k=np.ones(2, np.int64))
+
+
+def test_rope_without_a_heads_axis_says_so():
+    from braze import rope
+
+    x = rng.normal(size=(3, 64)).astype(np.float32)
+    o = fresh_out((3, 64))
+    raises(ValueError, r"x of shape \(3, 64\) has no heads axis.*x\[\.\.\., None, :\]",
+           lambda: rope.rope(x, np.arange(3, dtype=np.int32), out=o), o)
+    raises(ValueError, "q of shape .* has no heads axis",
+           lambda: rope.rope_qk(x, x.copy(), np.arange(3, dtype=np.int32)))
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    (dict(top_k=2 ** 40), "top_k must be an integer >= 0 (0 disables it), got 1099511627776"),
+    (dict(top_k=-3), "top_k must be an integer >= 0 (0 disables it), got -3"),
+    (dict(top_k=2 ** 70), "top_k must be an integer in [0, 2**31), got 1180591620717411303424"),
+    (dict(top_p=1.0000001), "top_p must be in (0, 1] (1 disables it), got 1.0000001"),
+    (dict(temperature=-1e-7), "temperature must be a finite number >= 0 (0 is greedy), got -1e-07"),
+    (dict(min_p=123456.0), "min_p must be in [0, 1] (0 disables it), got 123456.0"),
+    (dict(top_p=np.array([0.5, 0.1 + 1], np.float32)), "top_p[1] must be in (0, 1] (1 disables it), got 1.1"),
+])
+def test_numbers_print_as_given(kwargs, text):
+    from braze import sampling
+
+    logits = rng.normal(size=(2, 16)).astype(np.float32)
+    with pytest.raises(ValueError) as e:
+        sampling.sample(logits, **kwargs)
+    assert str(e.value) == text
+
+
+def test_float_options_print_with_repr_precision():
+    from braze import rope, sampling
+
+    x = rng.normal(size=(2, 1, 8)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"eps must be a finite number >= 0, got -1e-06$"):
+        norm.rms_norm(X, eps=-1e-6)
+    with pytest.raises(ValueError, match=r"base must be a finite number > 0, got -10000.0$"):
+        rope.rope(x, np.arange(2, dtype=np.int32), base=-1e4)
+    with pytest.raises(ValueError, match=r"repetition must be a finite number > 0, got 0.0$"):
+        sampling.apply_penalties(X, np.zeros((4, 2), np.int32), repetition=0.0)
+
+
+def test_requires_grad_warns_once(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from braze import _arrays
+
+    monkeypatch.setattr(_arrays, "_detach_warned", False)
+    x = torch.randn(2, 16, requires_grad=True)
+    with pytest.warns(UserWarning, match=r"not differentiable yet.*detach\(\).*_vjp") as rec:
+        norm.rms_norm(x)
+    assert rec[0].filename == __file__  # points at the caller's line, not into braze
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        norm.rms_norm(x)  # once per process
+        norm.rms_norm(torch.randn(2, 16))

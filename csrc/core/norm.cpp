@@ -2,12 +2,14 @@
 
 #include <cmath>
 
+#include "core/format.h"
+
 namespace braze::norm {
 namespace {
 
 void check_eps(double eps) {
   if (!(eps >= 0.0) || !std::isfinite(eps))
-    throw ValueError("eps must be a finite number >= 0, got " + std::to_string(eps));
+    throw ValueError("eps must be a finite number >= 0, got " + repr_float(eps));
 }
 
 // x is the row-shaped input that fixes rows, cols and dtype.

@@ -1,6 +1,9 @@
 #include "core/rope.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/format.h"
 
 namespace braze::rope {
 namespace {
@@ -105,6 +108,12 @@ Args common(const Tensor& x, const Layout& lx, const Tensor& pos, const Tensor& 
   if (!pos.defined()) throw TypeError("positions is required");
   if (pos.dtype != DType::i32 && pos.dtype != DType::i64)
     throw TypeError(std::string("positions must be int32 or int64, got ") + dtype_name(pos.dtype));
+  if (pos.ndim == x.ndim - 1 && std::equal(pos.shape, pos.shape + pos.ndim, x.shape)) {
+    // positions cover every axis of x but head_dim: x was given as [tokens, head_dim]
+    throw ValueError(std::string(x.name) + " of shape " + shape_str(x) + " has no heads axis: rope takes " + x.name +
+                     "[..., heads, head_dim] and positions of its token axes, here " + shape_str(pos) +
+                     "; for one head, add the axis (" + x.name + "[..., None, :])");
+  }
   std::string what = std::string("the token axes of ") + x.name + ", " + shape_str(x) + "[:-2]";
   require_shape(pos, x.shape, x.ndim - 2, what.c_str());
   a.pos_stride = collapse_axes(pos, pos.ndim, "axes").stride;
@@ -115,9 +124,9 @@ Args common(const Tensor& x, const Layout& lx, const Tensor& pos, const Tensor& 
     require_vector(inv_freq, a.rot / 2, "rotary_dim // 2");
     a.inv_freq = static_cast<const float*>(inv_freq.data);
   } else if (!(o.base > 0.0) || !std::isfinite(o.base)) {
-    throw ValueError("base must be a finite number > 0, got " + std::to_string(o.base));
+    throw ValueError("base must be a finite number > 0, got " + repr_float(o.base));
   }
-  if (!std::isfinite(o.scale)) throw ValueError("attention_scale must be finite, got " + std::to_string(o.scale));
+  if (!std::isfinite(o.scale)) throw ValueError("attention_scale must be finite, got " + repr_float(o.scale));
   a.base = o.base;
   a.scale = float(o.scale);
   a.interleaved = o.interleaved;

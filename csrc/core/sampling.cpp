@@ -2,14 +2,17 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
+
+#include "core/format.h"
 
 namespace braze::sampling {
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%g", v);
-  return buf;
+// A parameter's value as the user gave it: int32 parameters as integers.
+template <class T> std::string num(double v, bool from_array = false) {
+  if constexpr (std::is_integral_v<T>) return repr_int(v);
+  return repr_float(v, from_array);
 }
 
 // logits: a float [B, V] array whose last axis is contiguous.
@@ -67,11 +70,11 @@ RowParam<T> param(const char* name, ParamIn in, const Args& a, DType dtype, Ok o
       for (int64_t r = 0; r < a.rows; ++r)
         if (!ok(double(p.arr[r])))
           throw ValueError(std::string(name) + "[" + std::to_string(r) + "] must be " + rule + ", got " +
-                           num(double(p.arr[r])));
+                           num<T>(double(p.arr[r]), true));
     }
     return p;
   }
-  if (!ok(in.value)) throw ValueError(std::string(name) + " must be " + rule + ", got " + num(in.value));
+  if (!ok(in.value)) throw ValueError(std::string(name) + " must be " + rule + ", got " + num<T>(in.value));
   p.value = T(in.value);
   return p;
 }
@@ -123,9 +126,9 @@ Args prepare_prob_mask(Op op, const Tensor& x, const Tensor& out, ParamIn p, Par
 Args prepare_apply_penalties(const Tensor& x, const Tensor& ids, const Tensor& out, double repetition,
                              double frequency, double presence) {
   Args a = base(Op::apply_penalties, x);
-  if (!positive(repetition)) throw ValueError("repetition must be a finite number > 0, got " + num(repetition));
-  if (!std::isfinite(frequency)) throw ValueError("frequency must be finite, got " + num(frequency));
-  if (!std::isfinite(presence)) throw ValueError("presence must be finite, got " + num(presence));
+  if (!positive(repetition)) throw ValueError("repetition must be a finite number > 0, got " + repr_float(repetition));
+  if (!std::isfinite(frequency)) throw ValueError("frequency must be finite, got " + repr_float(frequency));
+  if (!std::isfinite(presence)) throw ValueError("presence must be finite, got " + repr_float(presence));
   require_dtype(ids, DType::i32);
   if (ids.ndim != 2 || ids.shape[0] != a.rows)
     throw ValueError(std::string(ids.name) + " must have shape (" + std::to_string(a.rows) +

@@ -2,12 +2,14 @@
 
 Families: ``braze.norm``, ``braze.rope``, ``braze.sampling``. Every function takes numpy,
 torch, CuPy, JAX or MLX arrays and returns the caller's array type on the
-caller's device, without copies.
+caller's device, without copies. ``braze.ArrayLike`` and ``braze.Array`` are
+the types the annotations use.
 """
 __version__ = "0.1.0"
 
 from . import norm  # noqa: E402
 from . import rope  # noqa: E402
 from . import sampling  # noqa: E402
+from ._typing import Array, ArrayLike  # noqa: E402
 
-__all__ = ["norm", "rope", "sampling", "__version__"]
+__all__ = ["norm", "rope", "sampling", "Array", "ArrayLike", "__version__"]

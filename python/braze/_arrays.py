@@ -8,6 +8,9 @@ back through DLPack (no copy on the CPU).
 """
 from __future__ import annotations
 
+import sys
+import warnings
+
 import ml_dtypes
 import numpy as np
 
@@ -16,6 +19,10 @@ from ._cpu import as_bfloat16 as _as_bfloat16
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _DEVICES = {1: "cpu", 2: "cuda", 3: "cpu", 8: "metal"}
 _TORCH_DEVICES = {"cpu": "cpu", "cuda": "cuda", "mps": "metal"}
+
+
+class UnsupportedDtype(TypeError):
+    """An array of a dtype no kernel reads; ``Call.arg`` names the argument."""
 
 
 def dlpack_device(a):
@@ -39,8 +46,11 @@ class Numpy:
 
     @staticmethod
     def native(a):
-        # numpy's DLPack has no bfloat16: the uint16 view, labelled bfloat16 natively
-        return _as_bfloat16(a.view(np.uint16)) if a.dtype == BF16 else a
+        if a.dtype.num >= 256:  # user-defined (ml_dtypes) types: numpy's DLPack export refuses them all
+            if a.dtype == BF16:  # the uint16 view, labelled bfloat16 for DLPack
+                return _as_bfloat16(a.view(np.uint16))
+            raise UnsupportedDtype(a.dtype.name)
+        return a
 
     @staticmethod
     def dtype_name(a):
@@ -92,7 +102,10 @@ class Torch:
             import torch
 
             cls._to_dlpack = getattr(torch._C, "_to_dlpack", None) or torch.utils.dlpack.to_dlpack
-        return cls._to_dlpack(a.detach() if a.requires_grad else a)
+        if a.requires_grad:
+            _warn_detached()
+            a = a.detach()
+        return cls._to_dlpack(a)
 
     @staticmethod
     def dtype_name(a):
@@ -126,6 +139,23 @@ class Torch:
     @staticmethod
     def copy_into(dst, src):
         dst.copy_(src)
+
+
+_detach_warned = False
+
+
+def _warn_detached():
+    global _detach_warned
+    if _detach_warned:
+        return
+    _detach_warned = True
+    level, f = 1, sys._getframe(0)
+    while f is not None and f.f_globals.get("__name__", "").partition(".")[0] == "braze":
+        level, f = level + 1, f.f_back  # point the warning at the caller's line
+    warnings.warn("braze ops are not differentiable yet: a tensor that requires grad is read through "
+                  "detach(), so no gradient flows back through this call. The *_vjp ops (e.g. "
+                  "braze.norm.rms_norm_vjp; rope with inverse=True) compute the backward pass.",
+                  UserWarning, stacklevel=level)
 
 
 _raw_stream = None

@@ -12,7 +12,7 @@ import numbers
 import warnings
 
 from . import _backends
-from ._arrays import framework
+from ._arrays import UnsupportedDtype, framework
 
 _warned = set()
 _kernels = {}  # (backend, op) -> native entry point or None, looked up once
@@ -52,7 +52,11 @@ class Call:
         """An array argument (or None) as the native module takes it."""
         if a is None:
             return None
-        return framework(a, name).native(a)
+        try:
+            return framework(a, name).native(a)
+        except UnsupportedDtype as e:
+            raise TypeError(f"{name} has dtype {e}, which no braze kernel reads: data must be float32, "
+                            f"float16 or bfloat16 (indices int32 / int64)") from None
 
     def out(self, out, shape, name="out", dtype=None):
         """``out`` checked for type and writability, or a new array of x's framework."""

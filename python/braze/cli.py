@@ -99,6 +99,13 @@ def _cuda_tensors():
 def cmd_bench(args):
     from .bench import run
 
+    if args.plot:  # checked before minutes of timing, not after
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("braze bench: --plot needs matplotlib (pip install matplotlib, or 'braze[bench]')",
+                  file=sys.stderr)
+            return 2
     peers = set(args.peers.split(",")) if args.peers else None
     try:
         run(family=args.family, op=args.op, backend=args.backend, dtype=args.dtype, full=args.full,
@@ -107,6 +114,17 @@ def cmd_bench(args):
         print(f"braze bench: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _ops_epilog():
+    lines = ["families and ops:"]
+    for fam in _spec.FAMILIES:
+        lines.append(f"  {fam:<9} " + ", ".join(s.name for s in _spec.ops(fam)))
+    lines += ["", "Each row of the table: time (median), GB/s of the bytes the op must move, % of the copy",
+              "ceiling measured beside it, and max_err against a float64 reference.",
+              "examples:", "  braze bench --family norm", "  braze bench --op sample --full --dtype all --json out.json",
+              "  braze bench --family sampling --plot sampling.png"]
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -118,16 +136,24 @@ def main(argv=None):
     pl.add_argument("--json", action="store_true")
     pc = sub.add_parser("check", help="parity of every op x usable backend x dtype against the reference")
     pc.add_argument("--family")
-    pb = sub.add_parser("bench", help="time ops beside the copy ceiling and the peers installed here")
-    pb.add_argument("--family")
-    pb.add_argument("--op")
-    pb.add_argument("--backend", default="cpu", choices=_backends.NAMES)
-    pb.add_argument("--dtype", help="float32 | float16 | bfloat16 | all (default: float32 on cpu, bfloat16 on cuda)")
-    pb.add_argument("--full", action="store_true", help="every bench shape (default: one decode, one prefill)")
-    pb.add_argument("--json", metavar="PATH")
-    pb.add_argument("--plot", metavar="PATH", help="roofline PNG (needs matplotlib)")
-    pb.add_argument("--peers", help="comma list of peers to run (numpy,torch,torch.compile,liger)")
-    pb.add_argument("--no-progress", action="store_true")
+    pb = sub.add_parser("bench", help="time ops beside the copy ceiling and the peers installed here",
+                        description="Time each op at its bench shapes beside a copy of memory measured in the\n"
+                                    "same run (the ceiling) and the peer implementations installed here.",
+                        epilog=_ops_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    pb.add_argument("--family", choices=_spec.FAMILIES, help="only this family's ops (default: every family)")
+    pb.add_argument("--op", help="only this op (see the list below)")
+    pb.add_argument("--backend", default="cpu", choices=_backends.NAMES, help="where to run (default: cpu)")
+    pb.add_argument("--dtype", choices=_spec.FLOAT_DTYPES + ("all",),
+                    help="data dtype (default: float32 on cpu, bfloat16 on cuda, float16 on metal)")
+    pb.add_argument("--full", action="store_true",
+                    help="every bench shape of each op (default: its first decode and first prefill shape)")
+    pb.add_argument("--json", metavar="PATH", help="also write the report (device, commit, ceiling, rows) as JSON")
+    pb.add_argument("--plot", metavar="PATH",
+                    help="also draw a PNG: each row's %% of the copy ceiling, labelled (needs matplotlib)")
+    pb.add_argument("--peers", metavar="LIST",
+                    help="comma list of peers to time beside braze: numpy, torch (cpu); torch, torch.compile, "
+                         "liger (cuda). Default: every one installed")
+    pb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = p.parse_args(argv)
     return {"info": cmd_info, "list": cmd_list, "check": cmd_check, "bench": cmd_bench}[args.cmd](args)
 

@@ -6,21 +6,36 @@ from memory once, reduced, and written once (the compositions read it two or
 three times and materialize intermediates). Arithmetic is f32; outputs take the
 input dtype. ``weight`` / ``bias`` must have x's dtype. The normalized axis is
 the last one and must be contiguous; leading axes may be strided.
-"""
-from __future__ import annotations
 
-from ._call import Call, integer, number
+Shapes: ``x[..., H]`` with any number of leading (row) axes; ``weight`` and
+``bias`` ``[H]``. Dtypes: float32, float16, bfloat16 (numpy bfloat16 is
+``ml_dtypes.bfloat16``); every array of a call has x's dtype. Outputs have
+x's shape, dtype, framework and device; ``out=`` arrays must match them.
+"""
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from ._call import Call as _Call, integer as _integer, number as _number
 from .reference import norm as _ref
 
+if _TYPE_CHECKING:
+    from typing import Optional, Tuple
 
-def rms_norm(x, weight=None, *, eps=1e-6, weight_offset=0.0, out=None):
-    """``x * rsqrt(mean(x**2, -1) + eps) * (weight + weight_offset)``.
+    from ._typing import Array
 
-    ``weight=None`` means ones; ``weight_offset=1.0`` gives the ``(1 + w)``
-    convention. ``out`` must not overlap ``x``.
+__all__ = ["rms_norm", "layer_norm", "add_rms_norm", "rms_norm_gated", "rms_norm_vjp", "layer_norm_vjp"]
+
+
+def rms_norm(x: "Array", weight: "Optional[Array]" = None, *, eps: float = 1e-6, weight_offset: float = 0.0,
+             out: "Optional[Array]" = None) -> "Array":
+    """RMSNorm: ``x * rsqrt(mean(x**2, -1) + eps) * (weight + weight_offset)``, f32 math.
+
+    ``x[..., H]`` float32 / float16 / bfloat16; ``weight[H]`` of x's dtype, or
+    None for ones; ``weight_offset=1.0`` gives the ``(1 + w)`` convention.
+    Returns ``y``, x's shape and dtype. ``out`` (x's shape and dtype) must not
+    overlap ``x``.
     """
-    c = Call("rms_norm", x)
-    eps, weight_offset = number("eps", eps), number("weight_offset", weight_offset)
+    c = _Call("rms_norm", x)
+    eps, weight_offset = _number("eps", eps), _number("weight_offset", weight_offset)
     if c.kernel is None:
         return c.fallback(_ref.rms_norm, (x, weight), dict(eps=eps, weight_offset=weight_offset), out)
     y = c.out(out, x.shape)
@@ -28,10 +43,16 @@ def rms_norm(x, weight=None, *, eps=1e-6, weight_offset=0.0, out=None):
     return c.result(y)
 
 
-def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
-    """``(x - mean) * rsqrt(var + eps) * weight + bias`` over the last axis (biased variance)."""
-    c = Call("layer_norm", x)
-    eps = number("eps", eps)
+def layer_norm(x: "Array", weight: "Optional[Array]" = None, bias: "Optional[Array]" = None, *, eps: float = 1e-5,
+               out: "Optional[Array]" = None) -> "Array":
+    """LayerNorm: ``(x - mean) * rsqrt(var + eps) * weight + bias`` over the last axis
+    (biased variance), f32 math.
+
+    ``x[..., H]`` float32 / float16 / bfloat16; ``weight[H]`` and ``bias[H]`` of
+    x's dtype, each None for ones / zeros. Returns ``y``, x's shape and dtype.
+    """
+    c = _Call("layer_norm", x)
+    eps = _number("eps", eps)
     if c.kernel is None:
         return c.fallback(_ref.layer_norm, (x, weight, bias), dict(eps=eps), out)
     y = c.out(out, x.shape)
@@ -39,14 +60,19 @@ def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
     return c.result(y)
 
 
-def add_rms_norm(x, residual, weight=None, *, eps=1e-6, weight_offset=0.0, out=None, residual_out=None):
-    """``h = x + residual`` (f32 add, stored in residual's dtype), ``y = rms_norm(h)``; returns ``(y, h)``.
+def add_rms_norm(x: "Array", residual: "Array", weight: "Optional[Array]" = None, *, eps: float = 1e-6,
+                 weight_offset: float = 0.0, out: "Optional[Array]" = None,
+                 residual_out: "Optional[Array]" = None) -> "Tuple[Array, Array]":
+    """Residual add + RMSNorm in one pass: ``h = x + residual`` (f32 add, rounded to the
+    dtype), ``y = rms_norm(h, weight)``; returns ``(y, h)``.
 
-    ``residual_out=residual`` updates the residual stream in place, as inference
-    engines do. One pass over memory.
+    ``x[..., H]`` and ``residual`` (same shape) float32 / float16 / bfloat16,
+    ``weight[H]`` or None; all one dtype. ``y`` and ``h`` have x's shape and
+    dtype. ``residual_out=residual`` updates the residual stream in place, as
+    inference engines do.
     """
-    c = Call("add_rms_norm", x)
-    eps, weight_offset = number("eps", eps), number("weight_offset", weight_offset)
+    c = _Call("add_rms_norm", x)
+    eps, weight_offset = _number("eps", eps), _number("weight_offset", weight_offset)
     if c.kernel is None:
         return c.fallback(_ref.add_rms_norm, (x, residual, weight), dict(eps=eps, weight_offset=weight_offset),
                           None if out is None and residual_out is None else (out, residual_out))
@@ -57,12 +83,17 @@ def add_rms_norm(x, residual, weight=None, *, eps=1e-6, weight_offset=0.0, out=N
     return c.result(y), c.result(h)
 
 
-def rms_norm_gated(x, gate, weight=None, *, eps=1e-6, group_size=None, out=None):
-    """``rms_norm(x) * silu(gate)``, the norm taken over groups of ``group_size``
-    along the last axis (``None`` = the whole row); ``weight`` scales before the gate."""
-    c = Call("rms_norm_gated", x)
-    eps = number("eps", eps)
-    g = 0 if group_size is None else integer("group_size", group_size)
+def rms_norm_gated(x: "Array", gate: "Array", weight: "Optional[Array]" = None, *, eps: float = 1e-6,
+                   group_size: "Optional[int]" = None, out: "Optional[Array]" = None) -> "Array":
+    """Gated RMSNorm: ``rms_norm(x) * weight * silu(gate)``, the norm taken over groups of
+    ``group_size`` along the last axis (``None``: the whole row), f32 math.
+
+    ``x[..., H]`` and ``gate`` (same shape), ``weight[H]`` or None, all one of
+    float32 / float16 / bfloat16; ``group_size`` must divide H. Returns ``y``, x's shape and dtype.
+    """
+    c = _Call("rms_norm_gated", x)
+    eps = _number("eps", eps)
+    g = 0 if group_size is None else _integer("group_size", group_size)
     if group_size is not None and g <= 0:
         raise ValueError(f"group_size must be positive, got {g}")
     if c.kernel is None:
@@ -73,12 +104,19 @@ def rms_norm_gated(x, gate, weight=None, *, eps=1e-6, group_size=None, out=None)
     return c.result(y)
 
 
-def rms_norm_vjp(x, weight, dy, *, eps=1e-6, weight_offset=0.0, out=None):
-    """Gradients ``(dx, dweight)`` of :func:`rms_norm`; ``dweight`` is summed over
-    all rows in f32 and returned in weight's dtype (None when weight is None).
-    ``out`` may be a pair ``(dx, dweight)`` to write into."""
-    c = Call("rms_norm_vjp", x)
-    eps, weight_offset = number("eps", eps), number("weight_offset", weight_offset)
+def rms_norm_vjp(x: "Array", weight: "Optional[Array]", dy: "Array", *, eps: float = 1e-6,
+                 weight_offset: float = 0.0, out: "Optional[Tuple[Array, Optional[Array]]]" = None,
+                 ) -> "Tuple[Array, Optional[Array]]":
+    """Gradients ``(dx, dweight)`` of :func:`rms_norm` for the output gradient ``dy``.
+
+    ``x[..., H]`` and ``dy`` (same shape), ``weight[H]`` or None, all one of
+    float32 / float16 / bfloat16.
+    ``dx`` has x's shape and dtype; ``dweight[H]`` is summed over all rows in f32
+    and returned in weight's dtype (None when weight is None). ``out`` may be a
+    pair ``(dx, dweight)`` to write into.
+    """
+    c = _Call("rms_norm_vjp", x)
+    eps, weight_offset = _number("eps", eps), _number("weight_offset", weight_offset)
     dx_out, dw_out = _pair(out, 2)
     if c.kernel is None:
         return c.fallback(_ref.rms_norm_vjp, (x, weight, dy), dict(eps=eps, weight_offset=weight_offset), out)
@@ -89,12 +127,18 @@ def rms_norm_vjp(x, weight, dy, *, eps=1e-6, weight_offset=0.0, out=None):
     return c.result(dx), c.result(dw)
 
 
-def layer_norm_vjp(x, weight, bias, dy, *, eps=1e-5, out=None):
-    """Gradients ``(dx, dweight, dbias)`` of :func:`layer_norm`; the parameter
-    gradients are summed over all rows in f32 (None where the parameter is None).
-    ``out`` may be a triple to write into."""
-    c = Call("layer_norm_vjp", x)
-    eps = number("eps", eps)
+def layer_norm_vjp(x: "Array", weight: "Optional[Array]", bias: "Optional[Array]", dy: "Array", *, eps: float = 1e-5,
+                   out: "Optional[Tuple[Array, Optional[Array], Optional[Array]]]" = None,
+                   ) -> "Tuple[Array, Optional[Array], Optional[Array]]":
+    """Gradients ``(dx, dweight, dbias)`` of :func:`layer_norm` for the output gradient ``dy``.
+
+    ``x[..., H]`` and ``dy`` (same shape), ``weight[H]`` / ``bias[H]`` or None,
+    all one of float32 / float16 / bfloat16. ``dx`` has x's shape and dtype; ``dweight[H]`` and
+    ``dbias[H]`` are summed over all rows in f32 and returned in the parameter's
+    dtype (None where the parameter is None). ``out`` may be a triple to write into.
+    """
+    c = _Call("layer_norm_vjp", x)
+    eps = _number("eps", eps)
     dx_out, dw_out, db_out = _pair(out, 3)
     if c.kernel is None:
         return c.fallback(_ref.layer_norm_vjp, (x, weight, bias, dy), dict(eps=eps), out)

@@ -8,22 +8,32 @@ launch. ``frequencies`` is a composition (numpy, host side). The rotated axis
 (head_dim) must be contiguous; token and head axes may be strided, so q and k
 slices of a fused qkv buffer work without copies. The VJP of rope is rope with
 ``inverse=True``.
+
+Shapes: ``x[..., H, D]`` -- one or more token axes, then heads, then
+head_dim; ``positions`` int32 / int64 of exactly the token axes ``x.shape[:-2]``;
+``inv_freq`` float32 ``[rotary_dim // 2]``. Data dtypes: float32, float16,
+bfloat16 (q and k of one dtype). Outputs have the input's shape, dtype,
+framework and device.
 """
-from __future__ import annotations
+import math as _math
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-import math
+import numpy as _np
 
-import numpy as np
-
-from ._call import Call, integer, number
+from ._call import Call as _Call, integer as _integer, number as _number
 from .reference import rope as _ref
+
+if _TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Tuple
+
+    from ._typing import Array
 
 __all__ = ["rope", "rope_qk", "frequencies"]
 
 
 def _options(base, rotary_dim, interleaved, attention_scale, inverse):
-    base, attention_scale = number("base", base), number("attention_scale", attention_scale)
-    rd = -1 if rotary_dim is None else integer("rotary_dim", rotary_dim)
+    base, attention_scale = _number("base", base), _number("attention_scale", attention_scale)
+    rd = -1 if rotary_dim is None else _integer("rotary_dim", rotary_dim)
     if rotary_dim is not None and rd < 0:
         raise ValueError(f"rotary_dim must be a positive even number, got {rd}")
     for name, v in (("interleaved", interleaved), ("inverse", inverse)):
@@ -32,18 +42,21 @@ def _options(base, rotary_dim, interleaved, attention_scale, inverse):
     return base, rd, bool(interleaved), attention_scale, bool(inverse)
 
 
-def rope(x, positions, *, inv_freq=None, base=10000.0, rotary_dim=None, interleaved=False,
-         attention_scale=1.0, inverse=False, out=None):
-    """Rotary embedding of ``x[..., H, D]`` at ``positions[...]`` (int32/int64, the token axes of x).
+def rope(x: "Array", positions: "Array", *, inv_freq: "Optional[Array]" = None, base: float = 10000.0,
+         rotary_dim: "Optional[int]" = None, interleaved: bool = False, attention_scale: float = 1.0,
+         inverse: bool = False, out: "Optional[Array]" = None) -> "Array":
+    """Rotary embedding of ``x[..., H, D]`` (float32 / float16 / bfloat16) at ``positions``.
 
-    Pair i at position p turns by ``p * inv_freq[i]`` (f32), ``inv_freq`` float32
+    ``positions`` int32 / int64 has exactly the token axes of x, ``x.shape[:-2]``
+    (one position per token; a ``[T, D]`` tensor needs a heads axis,
+    ``x[:, None, :]``). Returns x's shape and dtype. Pair i at position p turns by ``p * inv_freq[i]`` (f32), ``inv_freq`` float32
     ``[rotary_dim // 2]`` defaulting to ``base ** (-2i / rotary_dim)``.
     ``interleaved=False`` pairs ``(x[i], x[i + r/2])`` (rotate-half), ``True``
     pairs ``(x[2i], x[2i+1])``. cos and sin are multiplied by ``attention_scale``;
     ``inverse=True`` turns by ``-angle``. The ``D - rotary_dim`` last dims pass
     through. ``out`` may be ``x`` itself (in place).
     """
-    c = Call("rope", x)
+    c = _Call("rope", x)
     opts = _options(base, rotary_dim, interleaved, attention_scale, inverse)
     if c.kernel is None:
         return c.fallback(_ref.rope, (x, positions), _ref_kwargs(inv_freq, *opts), out)
@@ -53,14 +66,18 @@ def rope(x, positions, *, inv_freq=None, base=10000.0, rotary_dim=None, interlea
     return c.result(y)
 
 
-def rope_qk(q, k, positions, *, inv_freq=None, base=10000.0, rotary_dim=None, interleaved=False,
-            attention_scale=1.0, inverse=False, q_out=None, k_out=None):
-    """:func:`rope` of q and k (head counts may differ, as in GQA) in one launch; returns ``(q, k)``.
+def rope_qk(q: "Array", k: "Array", positions: "Array", *, inv_freq: "Optional[Array]" = None,
+            base: float = 10000.0, rotary_dim: "Optional[int]" = None, interleaved: bool = False,
+            attention_scale: float = 1.0, inverse: bool = False, q_out: "Optional[Array]" = None,
+            k_out: "Optional[Array]" = None) -> "Tuple[Array, Array]":
+    """:func:`rope` of q and k in one launch; returns the rotated ``(q, k)``.
 
-    ``q_out=q, k_out=k`` rotates in place; q and k may be slices of one fused
+    ``q[..., Hq, D]`` and ``k[..., Hk, D]`` share their token axes, D and dtype
+    (float32 / float16 / bfloat16); head counts may differ (GQA). ``positions``
+    int32 / int64 ``[...]`` has the token axes. ``q_out=q, k_out=k`` rotates in place; q and k may be slices of one fused
     qkv buffer.
     """
-    c = Call("rope_qk", q, "q")
+    c = _Call("rope_qk", q, "q")
     opts = _options(base, rotary_dim, interleaved, attention_scale, inverse)
     if c.kernel is None:
         outs = None if q_out is None and k_out is None else (q_out, k_out)
@@ -87,7 +104,8 @@ _SCALINGS = {
 }
 
 
-def frequencies(rotary_dim, *, base=10000.0, scaling=None):
+def frequencies(rotary_dim: int, *, base: float = 10000.0,
+                scaling: "Optional[Dict[str, Any]]" = None) -> "Tuple[_np.ndarray, float]":
     """``(inv_freq, attention_scale)`` for :func:`rope`: float32 numpy ``[rotary_dim // 2]`` and a float.
 
     With ``d = rotary_dim`` and ``f_i = base ** (-2i / d)`` (float64, rounded once
@@ -114,15 +132,15 @@ def frequencies(rotary_dim, *, base=10000.0, scaling=None):
 
     ``attention_scale`` is 1.0 for every other scaling.
     """
-    d = integer("rotary_dim", rotary_dim)
+    d = _integer("rotary_dim", rotary_dim)
     if d <= 0 or d % 2:
         raise ValueError(f"rotary_dim must be a positive even number, got {d}")
-    base = number("base", base)
-    if not base > 0 or not math.isfinite(base):
+    base = _number("base", base)
+    if not base > 0 or not _math.isfinite(base):
         raise ValueError(f"base must be a finite number > 0, got {base}")
-    i = np.arange(d // 2, dtype=np.float64)
+    i = _np.arange(d // 2, dtype=_np.float64)
     if scaling is None:
-        return (base ** (-2.0 * i / d)).astype(np.float32), 1.0
+        return (base ** (-2.0 * i / d)).astype(_np.float32), 1.0
     p = _scaling_params(scaling)
     kind, factor = p["type"], p["factor"]
     if kind == "ntk":
@@ -137,27 +155,27 @@ def frequencies(rotary_dim, *, base=10000.0, scaling=None):
         lo_f, hi_f, L = p["low_freq_factor"], p["high_freq_factor"], p["original_max_position"]
         if not hi_f > lo_f:
             raise ValueError(f"scaling: high_freq_factor ({hi_f}) must exceed low_freq_factor ({lo_f})")
-        wave = 2.0 * math.pi / f
-        t = np.clip((L / wave - lo_f) / (hi_f - lo_f), 0.0, 1.0)
-        f = np.where(wave < L / hi_f, f, np.where(wave > L / lo_f, f / factor, (1.0 - t) * f / factor + t * f))
+        wave = 2.0 * _math.pi / f
+        t = _np.clip((L / wave - lo_f) / (hi_f - lo_f), 0.0, 1.0)
+        f = _np.where(wave < L / hi_f, f, _np.where(wave > L / lo_f, f / factor, (1.0 - t) * f / factor + t * f))
     elif kind == "yarn":
         L = p["original_max_position"]
 
         def corr(n):
-            return d * math.log(L / (n * 2.0 * math.pi)) / (2.0 * math.log(base))
+            return d * _math.log(L / (n * 2.0 * _math.pi)) / (2.0 * _math.log(base))
 
-        lo = max(math.floor(corr(p["beta_fast"])), 0)
-        hi = min(math.ceil(corr(p["beta_slow"])), d - 1)
+        lo = max(_math.floor(corr(p["beta_fast"])), 0)
+        hi = min(_math.ceil(corr(p["beta_slow"])), d - 1)
         if hi == lo:
             hi += 0.001
-        ramp = np.clip((i - lo) / (hi - lo), 0.0, 1.0)
+        ramp = _np.clip((i - lo) / (hi - lo), 0.0, 1.0)
         f = f / factor * ramp + f * (1.0 - ramp)
 
         def g(s, m):
-            return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+            return 1.0 if s <= 1 else 0.1 * m * _math.log(s) + 1.0
 
         scale = g(factor, p["mscale"]) / g(factor, p["mscale_all_dim"])
-    return f.astype(np.float32), float(scale)
+    return f.astype(_np.float32), float(scale)
 
 
 def _scaling_params(scaling):
@@ -176,7 +194,7 @@ def _scaling_params(scaling):
     p = {"type": kind, **defaults}
     for key in required | set(defaults):
         if key in scaling:
-            p[key] = number(f"scaling['{key}']", scaling[key])
+            p[key] = _number(f"scaling['{key}']", scaling[key])
     if not p["factor"] > 0:
         raise ValueError(f"scaling['factor'] must be > 0, got {p['factor']}")
     if "original_max_position" in p and not p["original_max_position"] > 0:

@@ -24,32 +24,44 @@ logit equal to the k-th largest (so more than k may survive); ``top_p_mask``
 keeps every logit >= the largest value t whose logits ``>= t`` hold at least
 ``p`` of the mass (ties with the last needed token are kept).
 """
-from __future__ import annotations
+import numbers as _numbers
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-import numbers
-
-from ._call import Call, integer, number
+from ._call import Call as _Call, integer as _integer, number as _number
 from .reference import sampling as _ref
+
+if _TYPE_CHECKING:
+    from typing import Optional
+
+    from ._typing import Array, RowFloat, RowInt
+
+__all__ = ["softmax", "log_softmax", "logsumexp", "argmax", "top_k_mask", "top_p_mask", "min_p_mask",
+           "apply_penalties", "sample", "philox_uniform"]
 
 
 def _row_param(c, name, v, kind):
     """A per-row parameter -> (scalar, native array or None)."""
-    if isinstance(v, numbers.Real) and not isinstance(v, bool):
-        return (integer(name, v) if kind is int else float(v)), None
+    if isinstance(v, _numbers.Real) and not isinstance(v, bool):
+        if kind is not int:
+            return float(v), None
+        v = _integer(name, v)
+        if not -2 ** 63 <= v < 2 ** 63:  # the kernels check the rule; past int64 the binding cannot say why
+            raise ValueError(f"{name} must be an integer in [0, 2**31), got {v}")
+        return v, None
     if isinstance(v, bool):
         raise TypeError(f"{name} must be a number or an array [B], got bool")
     return (0 if kind is int else 0.0), c.arg(v, name)
 
 
 def _u64(name, v):
-    v = integer(name, v)
+    v = _integer(name, v)
     if not 0 <= v < 2 ** 64:
         raise ValueError(f"{name} must be in [0, 2**64), got {v}")
     return v
 
 
 def _normalize(op, ref, logits, temperature, out, shape):
-    c = Call(op, logits, "logits")
+    c = _Call(op, logits, "logits")
     t, t_arr = _row_param(c, "temperature", temperature, float)
     if c.kernel is None:
         return c.fallback(ref, (logits,), dict(temperature=temperature), out)
@@ -58,24 +70,36 @@ def _normalize(op, ref, logits, temperature, out, shape):
     return c.result(y)
 
 
-def softmax(logits, *, temperature=1.0, out=None):
-    """float32 ``softmax(logits / temperature)`` over the last axis (one read for max and sum, one to write)."""
+def softmax(logits: "Array", *, temperature: "RowFloat" = 1.0, out: "Optional[Array]" = None) -> "Array":
+    """float32 ``[B, V]``: ``softmax(logits / temperature)`` over the last axis.
+
+    ``logits[B, V]`` float32 / float16 / bfloat16; ``temperature``: a number > 0 or a float32 array ``[B]`` (one per row). One read for the max and sum, one to write.
+    """
     return _normalize("softmax", _ref.softmax, logits, temperature, out, lambda x: tuple(x.shape))
 
 
-def log_softmax(logits, *, temperature=1.0, out=None):
-    """float32 ``log_softmax(logits / temperature)`` over the last axis."""
+def log_softmax(logits: "Array", *, temperature: "RowFloat" = 1.0, out: "Optional[Array]" = None) -> "Array":
+    """float32 ``[B, V]``: ``log_softmax(logits / temperature)`` over the last axis.
+
+    ``logits[B, V]`` float32 / float16 / bfloat16; ``temperature``: a number > 0 or a float32 array ``[B]`` (one per row).
+    """
     return _normalize("log_softmax", _ref.log_softmax, logits, temperature, out, lambda x: tuple(x.shape))
 
 
-def logsumexp(logits, *, temperature=1.0, out=None):
-    """float32 [B]: ``log(sum(exp(logits / temperature)))`` of each row."""
+def logsumexp(logits: "Array", *, temperature: "RowFloat" = 1.0, out: "Optional[Array]" = None) -> "Array":
+    """float32 ``[B]``: ``log(sum(exp(logits / temperature)))`` of each row.
+
+    ``logits[B, V]`` float32 / float16 / bfloat16; ``temperature``: a number > 0 or a float32 array ``[B]`` (one per row).
+    """
     return _normalize("logsumexp", _ref.logsumexp, logits, temperature, out, lambda x: tuple(x.shape[:1]))
 
 
-def argmax(logits, *, out=None):
-    """int32 [B]: the index of the first maximum of each row; -1 for a row that is not samplable."""
-    c = Call("argmax", logits, "logits")
+def argmax(logits: "Array", *, out: "Optional[Array]" = None) -> "Array":
+    """int32 ``[B]``: the index of the first maximum of each row; -1 for a row that is not samplable.
+
+    ``logits[B, V]`` float32 / float16 / bfloat16.
+    """
+    c = _Call("argmax", logits, "logits")
     if c.kernel is None:
         return c.fallback(_ref.argmax, (logits,), {}, out)
     y = c.out(out, tuple(logits.shape[:1]), dtype="int32")
@@ -83,10 +107,13 @@ def argmax(logits, *, out=None):
     return c.result(y)
 
 
-def top_k_mask(logits, k, *, out=None):
+def top_k_mask(logits: "Array", k: "RowInt", *, out: "Optional[Array]" = None) -> "Array":
     """Keeps the k largest logits of each row (and every logit tied with the k-th), others -> -inf.
-    ``k = 0`` keeps all. ``out`` may be ``logits`` (in place)."""
-    c = Call("top_k_mask", logits, "logits")
+
+    ``logits[B, V]`` float32 / float16 / bfloat16; ``k``: an int >= 0 or an int32 array ``[B]`` (0 keeps the whole
+    row). Returns logits' shape and dtype; ``out`` may be ``logits`` (in place).
+    """
+    c = _Call("top_k_mask", logits, "logits")
     kv, k_arr = _row_param(c, "k", k, int)
     if c.kernel is None:
         return c.fallback(_ref.top_k_mask, (logits, k), {}, out)
@@ -96,7 +123,7 @@ def top_k_mask(logits, k, *, out=None):
 
 
 def _prob_mask(op, ref, logits, p, temperature, out):
-    c = Call(op, logits, "logits")
+    c = _Call(op, logits, "logits")
     pv, p_arr = _row_param(c, "p", p, float)
     t, t_arr = _row_param(c, "temperature", temperature, float)
     if c.kernel is None:
@@ -106,26 +133,39 @@ def _prob_mask(op, ref, logits, p, temperature, out):
     return c.result(y)
 
 
-def top_p_mask(logits, p, *, temperature=1.0, out=None):
+def top_p_mask(logits: "Array", p: "RowFloat", *, temperature: "RowFloat" = 1.0,
+               out: "Optional[Array]" = None) -> "Array":
     """Keeps the smallest set of largest logits whose probability (of ``softmax(logits /
-    temperature)``) sums to >= p, plus ties with the last one; others -> -inf. ``p = 1``
-    keeps all. ``out`` may be ``logits``."""
+    temperature)``) sums to >= p, plus ties with the last one; others -> -inf.
+
+    ``logits[B, V]`` float32 / float16 / bfloat16; ``p``: a number in (0, 1] or a float32 array ``[B]`` (1 keeps the
+    whole row); ``temperature``: a number > 0 or a float32 array ``[B]`` (one per row). Returns logits' shape and dtype; ``out`` may be ``logits``.
+    """
     return _prob_mask("top_p_mask", _ref.top_p_mask, logits, p, temperature, out)
 
 
-def min_p_mask(logits, p, *, temperature=1.0, out=None):
+def min_p_mask(logits: "Array", p: "RowFloat", *, temperature: "RowFloat" = 1.0,
+               out: "Optional[Array]" = None) -> "Array":
     """Keeps logits whose probability is >= ``p`` times the row's largest probability; others -> -inf.
-    ``out`` may be ``logits``."""
+
+    ``logits[B, V]`` float32 / float16 / bfloat16; ``p``: a number in [0, 1] or a float32 array ``[B]`` (0 keeps the
+    whole row); ``temperature``: a number > 0 or a float32 array ``[B]`` (one per row). Returns logits' shape and dtype; ``out`` may be ``logits``.
+    """
     return _prob_mask("min_p_mask", _ref.min_p_mask, logits, p, temperature, out)
 
 
-def apply_penalties(logits, token_ids, *, repetition=1.0, frequency=0.0, presence=0.0, out=None):
-    """Penalizes the tokens of ``token_ids`` (int32 [B, L], -1 = padding), the tokens generated
-    so far: ``repetition`` divides positive / multiplies negative logits of seen tokens,
-    ``frequency`` subtracts ``count * frequency``, ``presence`` subtracts ``presence`` once.
-    ``out`` may be ``logits`` (in place)."""
-    c = Call("apply_penalties", logits, "logits")
-    rep, freq, pres = number("repetition", repetition), number("frequency", frequency), number("presence", presence)
+def apply_penalties(logits: "Array", token_ids: "Array", *, repetition: float = 1.0, frequency: float = 0.0,
+                    presence: float = 0.0, out: "Optional[Array]" = None) -> "Array":
+    """Penalizes the tokens generated so far: ``repetition`` divides positive / multiplies
+    negative logits of seen tokens, ``frequency`` subtracts ``count * frequency``,
+    ``presence`` subtracts ``presence`` once.
+
+    ``logits[B, V]`` float32 / float16 / bfloat16; ``token_ids`` int32 ``[B, L]``, each in ``[0, V)`` or -1 (padding).
+    ``repetition`` (> 0), ``frequency`` and ``presence`` are numbers, one for
+    every row. Returns logits' shape and dtype; ``out`` may be ``logits`` (in place).
+    """
+    c = _Call("apply_penalties", logits, "logits")
+    rep, freq, pres = _number("repetition", repetition), _number("frequency", frequency), _number("presence", presence)
     if c.kernel is None:
         return c.fallback(_ref.apply_penalties, (logits, token_ids),
                           dict(repetition=rep, frequency=freq, presence=pres), out)
@@ -135,9 +175,15 @@ def apply_penalties(logits, token_ids, *, repetition=1.0, frequency=0.0, presenc
     return c.result(y)
 
 
-def sample(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, offset=0, out=None):
-    """int32 [B]: one token per row drawn from ``softmax(logits / temperature)`` after the
+def sample(logits: "Array", *, temperature: "RowFloat" = 1.0, top_k: "RowInt" = 0, top_p: "RowFloat" = 1.0,
+           min_p: "RowFloat" = 0.0, seed: int = 0, offset: int = 0, out: "Optional[Array]" = None) -> "Array":
+    """int32 ``[B]``: one token per row drawn from ``softmax(logits / temperature)`` after the
     filters, without sorting the vocabulary.
+
+    ``logits[B, V]`` float32 / float16 / bfloat16. Each of ``temperature`` (>= 0), ``top_k`` (int >= 0), ``top_p``
+    (in (0, 1]) and ``min_p`` (in [0, 1]) is a Python number for every row or an
+    array ``[B]`` on the logits' device, one value per row: int32 for ``top_k``,
+    float32 for the others. ``seed`` and ``offset`` are ints in ``[0, 2**64)``.
 
     ``top_k`` (0 = off) and ``min_p`` (0 = off) cut relative to the whole row,
     then ``top_p`` (1 = off) over the renormalized survivors; the token is
@@ -147,7 +193,7 @@ def sample(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, of
     argmax. A row that is not samplable (NaN, or no finite largest logit)
     gives -1.
     """
-    c = Call("sample", logits, "logits")
+    c = _Call("sample", logits, "logits")
     t, t_arr = _row_param(c, "temperature", temperature, float)
     k, k_arr = _row_param(c, "top_k", top_k, int)
     p, p_arr = _row_param(c, "top_p", top_p, float)
@@ -162,18 +208,19 @@ def sample(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, of
     return c.result(y)
 
 
-def philox_uniform(rows, *, seed=0, offset=0, like=None, out=None):
-    """float32 [rows]: the uniforms rows ``0..rows-1`` of ``sample(seed=seed, offset=offset)``
+def philox_uniform(rows: int, *, seed: int = 0, offset: int = 0, like: "Optional[Array]" = None,
+                   out: "Optional[Array]" = None) -> "Array":
+    """float32 ``[rows]``: the uniforms rows ``0..rows-1`` of ``sample(seed=seed, offset=offset)``
     draw, computed by the backend of ``like`` (or of ``out``; numpy on the CPU by default).
     For tests and for reproducing a draw; ``braze.reference.sampling.row_uniforms`` is the
     numpy twin."""
     import numpy as np
 
-    rows = integer("rows", rows)
+    rows = _integer("rows", rows)
     if rows < 0:
         raise ValueError(f"rows must be >= 0, got {rows}")
     like = like if like is not None else out if out is not None else np.empty((0,), np.float32)
-    c = Call("philox_uniform", like, "like")
+    c = _Call("philox_uniform", like, "like")
     seed, offset = _u64("seed", seed), _u64("offset", offset)
     if c.kernel is None:
         return c.fallback(_ref.philox_uniform, (rows,), dict(seed=seed, offset=offset), out)
