@@ -9,6 +9,7 @@ the last one and must be contiguous; leading axes may be strided.
 """
 from __future__ import annotations
 
+from . import _backends
 from ._call import Call, integer, number
 from .reference import norm as _ref
 
@@ -84,8 +85,9 @@ def rms_norm_vjp(x, weight, dy, *, eps=1e-6, weight_offset=0.0, out=None):
         return c.fallback(_ref.rms_norm_vjp, (x, weight, dy), dict(eps=eps, weight_offset=weight_offset), out)
     dx = c.out(dx_out, x.shape, "out[0]")
     dw = None if weight is None else c.out(dw_out, (x.shape[-1],), "out[1]")
+    ws = _workspace(c, dw is not None)
     c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(dy, "dy"), c.arg(dx, "out[0]"), c.arg(dw, "out[1]"),
-             eps, weight_offset, c.bf16, c.stream)
+             eps, weight_offset, c.bf16, c.stream, **ws)
     return c.result(dx), c.result(dw)
 
 
@@ -102,9 +104,26 @@ def layer_norm_vjp(x, weight, bias, dy, *, eps=1e-5, out=None):
     dx = c.out(dx_out, x.shape, "out[0]")
     dw = None if weight is None else c.out(dw_out, n, "out[1]")
     db = None if bias is None else c.out(db_out, n, "out[2]")
+    ws = _workspace(c, (dw is not None) + (db is not None))
     c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(bias, "bias"), c.arg(dy, "dy"), c.arg(dx, "out[0]"),
-             c.arg(dw, "out[1]"), c.arg(db, "out[2]"), eps, c.bf16, c.stream)
+             c.arg(dw, "out[1]"), c.arg(db, "out[2]"), eps, c.bf16, c.stream, **ws)
     return c.result(dx), c.result(dw), c.result(db)
+
+
+def _workspace(c, grads):
+    """``{"workspace": array}`` for a backend whose VJPs take scratch (CUDA),
+    else ``{}``. The array comes from x's own framework on x's device (torch's
+    and cupy's caching allocators, ordered on the caller's stream), so its
+    lifetime is the caller's: nothing is cached or shared between calls."""
+    size = getattr(_backends.module(c.backend), "norm_vjp_workspace_bytes", None)
+    if size is None:
+        return {}
+    x = c.x
+    rows = 1
+    for d in x.shape[:-1]:
+        rows *= int(d)
+    n = size(c.op, c.fw.dtype_name(x), rows, int(x.shape[-1]) if x.ndim else 1, int(grads), c.fw.device(x)[1])
+    return {"workspace": c.arg(c.fw.empty(x, (n,), "uint8"), "workspace")} if n else {}
 
 
 def _pair(out, n):
