@@ -1,7 +1,9 @@
 """CUDA-specific depth for the norm family: every op x dtype x row length x
 layout against the float64 reference, outputs poisoned with NaN (and the
 memory around strided outputs checked untouched), CUDA graphs, streams,
-devices, CuPy, mixed-device errors and VJP determinism.
+devices, CuPy, mixed-device errors, VJP determinism and the VJPs'
+caller-provided workspace (two host threads on one stream). Sampling rows
+split over a thread-block cluster (sm_90) against the CPU backend's tokens.
 
 Skips cleanly without torch, a GPU or a usable braze._cuda.
 """
@@ -210,7 +212,7 @@ def test_cuda_graph_replay():
 
 
 def test_cuda_graph_vjp_workspace():
-    """The VJP's partials live in graph-owned memory during capture."""
+    """The VJP's workspace is allocated by torch during capture (the graph's pool)."""
     gen = torch.Generator().manual_seed(12)
     x, _ = _buffer((512, 2048), "contig", "float32", gen=gen)
     dy, _ = _buffer((512, 2048), "contig", "float32", gen=gen)
@@ -292,3 +294,187 @@ def test_mixed_devices_raise():
         braze.norm.add_rms_norm(x, torch.randn(4, 64), out=y, residual_out=torch.empty_like(x))
     torch.cuda.synchronize()
     assert torch.isnan(y).all()
+
+
+# ---------------------------------------------------------------- VJP workspace
+def test_vjp_two_host_threads_one_stream():
+    """Two host threads hammer the VJPs on one stream with different shapes
+    (so different workspace sizes); each result matches the reference."""
+    import threading
+
+    stream = torch.cuda.Stream()
+    shapes = {0: (3000, 2048), 1: (700, 8192)}
+    inputs = {}
+    for i, (rows, h) in shapes.items():
+        gen = torch.Generator().manual_seed(40 + i)
+        x, _ = _buffer((rows, h), "contig", "float32", gen=gen)
+        dy, _ = _buffer((rows, h), "contig", "float32", gen=gen)
+        inputs[i] = (x, _vector(h, "float32", gen), dy)
+    torch.cuda.synchronize()
+    results, errors = {0: [], 1: []}, []
+
+    def work(i):
+        try:
+            x, w, dy = inputs[i]
+            with torch.cuda.stream(stream):
+                for _ in range(25):
+                    results[i].append(braze.norm.rms_norm_vjp(x, w, dy))
+        except Exception as e:  # reported below, in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in shapes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stream.synchronize()
+    assert not errors, errors
+    for i, (x, w, dy) in inputs.items():
+        want_dx, want_dw = ref.rms_norm_vjp(_np(x), _np(w), _np(dy))
+        first = results[i][0]
+        _check(f"dx (thread {i})", first[0], want_dx, "float32")
+        _check(f"dweight (thread {i})", first[1], want_dw, "float32")
+        for dx, dw in results[i][1:]:  # the grid is fixed: every repeat has the same bits
+            assert torch.equal(dx, first[0]) and torch.equal(dw, first[1])
+
+
+def test_vjp_workspace_size_checked():
+    from braze import _cuda
+
+    gen = torch.Generator().manual_seed(41)
+    x, _ = _buffer((512, 4096), "contig", "float32", gen=gen)
+    dy, _ = _buffer((512, 4096), "contig", "float32", gen=gen)
+    w = _vector(4096, "float32", gen)
+    need = _cuda.norm_vjp_workspace_bytes("rms_norm_vjp", "float32", 512, 4096, 1, 0)
+    assert need >= 4096 * 4
+    assert _cuda.norm_vjp_workspace_bytes("rms_norm_vjp", "float32", 0, 4096, 1, 0) == 0
+    assert _cuda.norm_vjp_workspace_bytes("layer_norm_vjp", "bfloat16", 512, 4096, 0, 0) == 0
+    with pytest.raises(ValueError, match="op"):
+        _cuda.norm_vjp_workspace_bytes("rms_norm", "float32", 512, 4096, 1, 0)
+    dx = torch.full_like(x, float("nan"))
+    dw = torch.full_like(w, float("nan"))
+    native = torch.utils.dlpack.to_dlpack
+    for ws, match in ((torch.empty(16, dtype=torch.uint8, device="cuda"), "workspace"),
+                      (None, "workspace"),
+                      (torch.empty(need, dtype=torch.uint8), "workspace"),
+                      (torch.empty(need // 4, dtype=torch.float32, device="cuda"), "workspace")):
+        with pytest.raises(ValueError, match=match):
+            _cuda.rms_norm_vjp(native(x), native(w), native(dy), native(dx), native(dw), 1e-6, 0.0,
+                               stream=torch.cuda.current_stream().cuda_stream,
+                               workspace=None if ws is None else native(ws))
+    torch.cuda.synchronize()
+    assert torch.isnan(dx).all() and torch.isnan(dw).all()
+    ws = torch.empty(need, dtype=torch.uint8, device="cuda")
+    _cuda.rms_norm_vjp(native(x), native(w), native(dy), native(dx), native(dw), 1e-6, 0.0,
+                       stream=torch.cuda.current_stream().cuda_stream, workspace=native(ws))
+    torch.cuda.synchronize()
+    want_dx, want_dw = ref.rms_norm_vjp(_np(x), _np(w), _np(dy))
+    _check("dx (own workspace)", dx, want_dx, "float32")
+    _check("dweight (own workspace)", dw, want_dw, "float32")
+
+
+# ---------------------------------------------------------------- split sampling rows
+# Rows sample and the masks split over a cluster of CTAs on sm_90 when the
+# batch leaves SMs idle (slices of >= 8192 elements, at most 8 CTAs):
+# 1 x 128256 takes 8, 3 x 70000 8, 2 x 40000 4, 1 x 16384 2; 200 x 70000 fills
+# the GPU and stays whole (the same tokens either way).
+SPLIT_SAMPLE_SHAPES = ((1, 128256), (3, 70000), (2, 40000), (1, 16384), (200, 70000))
+SAMPLE_CASES = (
+    {}, {"top_k": 50}, {"top_p": 0.9}, {"min_p": 0.1}, {"top_k": 50, "top_p": 0.9},
+    {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "min_p": 0.05}, {"temperature": 0.0},
+    {"top_k": 6000}, {"top_k": 6000, "top_p": 0.95}, {"temperature": 2.0, "top_p": 0.5},
+)
+
+
+def _logits_np(rows, cols, seed, scale=3.0):
+    return np.random.default_rng(seed).normal(0, scale, size=(rows, cols)).astype(np.float32)
+
+
+def _on_cuda(x, dtype):
+    return torch.from_numpy(x).to(DTYPES[dtype]).cuda()
+
+
+def _cpu_twin(t):
+    """The numpy array the CPU backend takes for the CUDA tensor t (bf16 via ml_dtypes)."""
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.cpu().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.cpu().numpy()
+
+
+def _sample_both(x, **kw):
+    got = braze.sampling.sample(x, **kw)
+    want = braze.sampling.sample(_cpu_twin(x), **kw)
+    torch.cuda.synchronize()
+    return got.cpu().numpy(), np.asarray(want)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("shape", SPLIT_SAMPLE_SHAPES, ids=["x".join(map(str, s)) for s in SPLIT_SAMPLE_SHAPES])
+def test_split_sample_matches_cpu(shape, dtype):
+    x = _on_cuda(_logits_np(*shape, seed=shape[1] + shape[0]), dtype)
+    for ci, case in enumerate(SAMPLE_CASES):
+        for offset in (0, 1, 77):
+            got, want = _sample_both(x, seed=99, offset=offset, **case)
+            assert np.array_equal(got, want), f"case {case} offset {offset}: {got[:8]} != {want[:8]}"
+
+
+def test_split_sample_per_row_params():
+    rows, cols = 3, 70000
+    x = _on_cuda(_logits_np(rows, cols, seed=5), "float32")
+    params = dict(temperature=torch.tensor([0.5, 1.0, 0.0]), top_k=torch.tensor([0, 40, 5], dtype=torch.int32),
+                  top_p=torch.tensor([0.9, 1.0, 0.5]), min_p=torch.tensor([0.0, 0.05, 0.2]))
+    cuda_kw = {k: v.cuda() for k, v in params.items()}
+    cpu_kw = {k: v.numpy() for k, v in params.items()}
+    for offset in range(4):
+        got = braze.sampling.sample(x, seed=3, offset=offset, **cuda_kw).cpu().numpy()
+        want = np.asarray(braze.sampling.sample(_cpu_twin(x), seed=3, offset=offset, **cpu_kw))
+        assert np.array_equal(got, want), (offset, got, want)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_split_sample_special_values(dtype):
+    """NaN, +inf and -inf sitting in one CTA's slice of a split row."""
+    cols = 128256
+    x = _logits_np(7, cols, seed=6)
+    x[1, 100000] = np.nan     # -> -1
+    x[2, 70000] = np.inf      # -> -1 (no finite max)
+    x[3, :] = -np.inf         # -> -1
+    x[4, :120000] = -np.inf   # only the last slice can be drawn
+    x[5, 17:] = -np.inf       # only the first slice can be drawn
+    x[6, ::2] = -np.inf       # every other element
+    t = _on_cuda(x, dtype)
+    for case in ({}, {"top_k": 50, "top_p": 0.9}, {"top_p": 0.9}, {"min_p": 0.1}, {"temperature": 0.0}):
+        got, want = _sample_both(t, seed=11, offset=2, **case)
+        assert np.array_equal(got, want), (case, got, want)
+        assert (got[1:4] == -1).all()
+        assert got[4] >= 120000 and 0 <= got[5] < 17 and got[6] % 2 == 1
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("shape", ((1, 128256), (3, 70000)), ids=["1x128256", "3x70000"])
+def test_split_masks_match_cpu(shape, dtype):
+    S = braze.sampling
+    x = _on_cuda(_logits_np(*shape, seed=9), dtype)
+    x[0, 5000] = float("-inf")
+    for name, kw in (("top_k_mask", {"k": 50}), ("top_k_mask", {"k": 6000}), ("top_p_mask", {"p": 0.9}),
+                     ("top_p_mask", {"p": 0.5, "temperature": 0.7}), ("min_p_mask", {"p": 0.1})):
+        fn = getattr(S, name)
+        want = np.asarray(fn(_cpu_twin(x), **kw)).astype(np.float32)
+        got = _cpu_twin(fn(x, **kw)).astype(np.float32)
+        assert np.array_equal(got, want), f"{name} {kw}"
+        inplace = x.clone()
+        fn(inplace, **kw, out=inplace)
+        assert np.array_equal(_cpu_twin(inplace).astype(np.float32), want), f"{name} {kw} in place"
+
+
+def test_split_sample_reference():
+    """The registry's sample spec (every option case) on split shapes, against the reference sampler."""
+    from braze import _spec, testing
+
+    spec = next(s for s in _spec.ops("sampling") if s.name == "sample")
+    for shape in ((1, 128256), (3, 70000)):
+        for case in spec.cases:
+            res = testing.check(spec, "cuda", "float32", shape, case, seed=4)
+            assert res.ok, f"{shape} {case}: {res.message}"

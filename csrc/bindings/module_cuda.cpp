@@ -27,6 +27,18 @@ NB_MODULE(_cuda, m) {
   bind::bind_norm(m, launcher(cuda::norm_run));
   bind::bind_rope(m, launcher(cuda::rope_run));
   bind::bind_sampling(m, launcher(cuda::sampling_run));
+  m.def("norm_vjp_workspace_bytes", [](const std::string& op, const std::string& dtype, int64_t rows, int64_t cols,
+                                       int grads, int device) {
+    const norm::Op o = op == "rms_norm_vjp" ? norm::Op::rms_norm_vjp
+                       : op == "layer_norm_vjp" ? norm::Op::layer_norm_vjp
+                       : throw ValueError("op must be 'rms_norm_vjp' or 'layer_norm_vjp', got '" + op + "'");
+    const DType t = dtype == "float32" ? DType::f32 : dtype == "float16" ? DType::f16
+                    : dtype == "bfloat16" ? DType::bf16
+                    : throw TypeError("dtype must be float32, float16 or bfloat16, got " + dtype);
+    nb::gil_scoped_release nogil;
+    return cuda::norm_vjp_workspace_bytes(o, t, rows, cols, grads, device);
+  }, nb::arg("op"), nb::arg("dtype"), nb::arg("rows"), nb::arg("cols"), nb::arg("grads"), nb::arg("device"),
+     "Bytes of the uint8 `workspace` array that op (rms_norm_vjp or layer_norm_vjp) needs on CUDA `device`.");
   m.def("usable", [] { return cuda::device_status(); },
         "(True, '') when a CUDA driver and a GPU of compute capability >= 8.0 are present, else (False, why).");
 }

@@ -26,6 +26,8 @@ struct Args {
   void* db;                         // dbias or null
   float eps, w_offset;
   int64_t group;                    // rms_norm_gated: group length (divides cols)
+  void* ws = nullptr;               // vjps: caller-provided scratch (CUDA), or null
+  int64_t ws_bytes = 0;
   Device device;
   int device_id;
 };

@@ -105,10 +105,31 @@ template <template <class> class OpT, class T, int V, bool Full> const void* vjp
 // Row groups the device holds at once with this plan's kernel (registers and
 // threads both counted, by the occupancy calculator).
 template <template <class> class OpT, class T, int V>
-int64_t resident_groups(const Plan& pl, const Params& p, int device) {
-  const bool full = V == 1 || p.cols % V == 0;
+int64_t resident_groups(const Plan& pl, int64_t cols, int device) {
+  const bool full = V == 1 || cols % V == 0;
   const void* k = full ? vjp_kernel<OpT, T, V, true>(pl.form) : vjp_kernel<OpT, T, V, (V == 1)>(pl.form);
   return int64_t(sm_count(device)) * blocks_per_sm(k, pl.threads, device) * (pl.form == Form::warp ? kWarpBlock / 32 : 1);
+}
+
+// The VJPs' grid: one wave of resident groups, each walking its rows, so the
+// partials (written, then read by reduce_partials) are the fewest that keep
+// the device full; and they take at most 256 MiB. `vec`: 16-byte packs.
+template <template <class> class OpT, class T>
+Plan vjp_plan(int64_t rows, int64_t cols, bool vec, int nparts, int device) {
+  constexpr int Vv = kVec16<T>;
+  const int V = vec ? Vv : 1;
+  const int reg_threads = OpT<Cfg<T, 1, kK, false, false>>::kMaxThreads;
+  const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
+  const Plan pl = plan(rows, cols, V, reg_threads, loop_threads, INT64_MAX);
+  if (!nparts) return pl;
+  const int64_t resident = vec ? resident_groups<OpT, T, Vv>(pl, cols, device) : resident_groups<OpT, T, 1>(pl, cols, device);
+  const int64_t by_memory = std::max<int64_t>(1, (int64_t(256) << 20) / std::max<int64_t>(1, cols * 4 * nparts));
+  return plan(rows, cols, V, reg_threads, loop_threads, std::min(resident, by_memory));
+}
+
+// Bytes of the partials of a VJP plan.
+int64_t partial_bytes(const Plan& pl, int64_t rows, int64_t cols, int nparts) {
+  return rows > 0 ? pl.groups * cols * int64_t(sizeof(float)) * nparts : 0;
 }
 
 template <template <class> class OpT, class T, int V>
@@ -141,30 +162,27 @@ template <template <class> class OpT, class T>
 void run_typed(const Args& a, Params p, int64_t real_rows, cudaStream_t s) {
   constexpr int Vv = kVec16<T>;
   const bool vec = vector_ok(p, real_rows, int(sizeof(T)));
-  const int V = vec ? Vv : 1;
-  const int reg_threads = OpT<Cfg<T, 1, kK, false, false>>::kMaxThreads;
-  const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
   if constexpr (!kIsVjp<OpT>) {
+    const int V = vec ? Vv : 1;
+    const int reg_threads = OpT<Cfg<T, 1, kK, false, false>>::kMaxThreads;
+    const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
     if (p.rows == 0) return;
     // One row group per row (the kernel takes exactly one each).
-    const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX, cc_major(a.device_id) >= 9);
+    const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX, clusters_usable(a.device_id));
     if (pl.groups < p.rows) throw ValueError("x: too many rows for one CUDA launch (" + std::to_string(p.rows) + ")");
     vec ? launch_form<OpT, T, Vv>(pl, p, s) : launch_form<OpT, T, 1>(pl, p, s);
     check_launch("norm kernel launch");
   } else {
     const int nparts = (a.dw ? 1 : 0) + (a.db ? 1 : 0);
-    // One wave of resident groups, each walking its rows: the fewest partials
-    // (written, then read by reduce_partials) that keep the device full; and <= 256 MiB.
-    Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX);
-    const int64_t resident = vec ? resident_groups<OpT, T, Vv>(pl, p, a.device_id)
-                                 : resident_groups<OpT, T, 1>(pl, p, a.device_id);
-    const int64_t by_memory = std::max<int64_t>(1, (int64_t(256) << 20) / std::max<int64_t>(1, p.cols * 4 * nparts));
-    if (nparts) pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, std::min(resident, by_memory));
-    Scratch ws;
-    if (nparts) {
-      const size_t part_bytes = size_t(pl.groups) * size_t(p.cols) * sizeof(float);
-      ws = workspace(a.device_id, s, part_bytes * nparts);
-      float* base = static_cast<float*>(ws.ptr);
+    const Plan pl = vjp_plan<OpT, T>(p.rows, p.cols, vec, nparts, a.device_id);
+    const int64_t need = partial_bytes(pl, p.rows, p.cols, nparts);
+    if (a.ws_bytes < need)
+      throw ValueError("workspace: this call needs " + std::to_string(need) + " bytes, got " +
+                       std::to_string(a.ws_bytes) + " (size it with norm_vjp_workspace_bytes)");
+    if (need && reinterpret_cast<uintptr_t>(a.ws) % 16)
+      throw ValueError("workspace must be 16-byte aligned");
+    if (need) {
+      float* base = static_cast<float*>(a.ws);
       p.part_w = a.dw ? base : nullptr;
       p.part_b = a.db ? base + (a.dw ? pl.groups * p.cols : 0) : nullptr;
     }
@@ -178,7 +196,6 @@ void run_typed(const Args& a, Params p, int64_t real_rows, cudaStream_t s) {
     if (a.dw) reduce_launch<T>(p.part_w, parts, p.cols, a.dw, s);
     if (a.db) reduce_launch<T>(p.part_b, parts, p.cols, a.db, s);
     if (nparts) check_launch("norm VJP reduction launch");
-    release(ws, s);
   }
 }
 
@@ -191,7 +208,37 @@ template <template <class> class OpT> void run_op(const Args& a, const Params& p
   }
 }
 
+template <template <class> class OpT>
+int64_t workspace_bytes_of(DType dtype, int64_t rows, int64_t cols, int nparts, int device) {
+  const auto most = [&](auto tag) {
+    using T = decltype(tag);
+    return std::max(partial_bytes(vjp_plan<OpT, T>(rows, cols, true, nparts, device), rows, cols, nparts),
+                    partial_bytes(vjp_plan<OpT, T>(rows, cols, false, nparts, device), rows, cols, nparts));
+  };
+  switch (dtype) {
+    case DType::f32: return most(float{});
+    case DType::f16: return most(__half{});
+    case DType::bf16: return most(__nv_bfloat16{});
+    default: throw TypeError(std::string("dtype: unsupported dtype ") + dtype_name(dtype));
+  }
+}
+
 }  // namespace
+
+int64_t norm_vjp_workspace_bytes(braze::norm::Op op, DType dtype, int64_t rows, int64_t cols, int grads,
+                                 int device) {
+  if (rows < 0 || cols < 0) throw ValueError("rows and cols must not be negative");
+  if (grads < 0 || grads > 2) throw ValueError("grads must be 0, 1 or 2");
+  if (rows == 0 || cols == 0 || grads == 0) return 0;
+  DeviceGuard guard(device);
+  switch (op) {
+    case braze::norm::Op::rms_norm_vjp:
+      if (grads > 1) throw ValueError("grads: rms_norm_vjp has one parameter gradient");
+      return workspace_bytes_of<RmsNormVjp>(dtype, rows, cols, grads, device);
+    case braze::norm::Op::layer_norm_vjp: return workspace_bytes_of<LayerNormVjp>(dtype, rows, cols, grads, device);
+    default: throw ValueError("op: only rms_norm_vjp and layer_norm_vjp take a workspace");
+  }
+}
 
 void norm_run(const Args& a, uintptr_t stream) {
   if (a.cols == 0) return;  // nothing to read or write (dweight / dbias have no elements)

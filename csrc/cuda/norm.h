@@ -7,4 +7,8 @@
 
 namespace braze::cuda {
 void norm_run(const norm::Args& a, uintptr_t stream);
+// Bytes of workspace `op` (rms_norm_vjp or layer_norm_vjp) needs for `rows`
+// x `cols` of `dtype` on `device` with `grads` parameter gradients (dweight,
+// dbias): enough for any alignment of the arrays; 0 when it needs none.
+int64_t norm_vjp_workspace_bytes(norm::Op op, DType dtype, int64_t rows, int64_t cols, int grads, int device);
 }

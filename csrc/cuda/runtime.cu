@@ -76,35 +76,30 @@ int blocks_per_sm(const void* kernel, int threads, int device) {
   return n;
 }
 
-Scratch workspace(int device, cudaStream_t stream, size_t bytes) {
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(stream, &cap), "cudaStreamIsCapturing");
-  if (cap != cudaStreamCaptureStatusNone) {
-    Scratch s;
-    check(cudaMallocAsync(&s.ptr, bytes, stream), "cudaMallocAsync (VJP workspace, captured)");
-    s.per_call = true;
-    return s;
-  }
-  struct Buf {
-    void* ptr = nullptr;
-    size_t size = 0;
-  };
-  static std::mutex mu;
-  static std::map<std::pair<int, uintptr_t>, Buf> bufs;  // kept for the life of the process
-  std::lock_guard<std::mutex> lock(mu);
-  Buf& b = bufs[{device, reinterpret_cast<uintptr_t>(stream)}];
-  if (b.size < bytes) {
-    const size_t want = bytes + bytes / 2;  // headroom, so that nearby shapes do not regrow it
-    if (b.ptr) check(cudaFreeAsync(b.ptr, stream), "cudaFreeAsync (VJP workspace)");
-    b = Buf{};
-    check(cudaMallocAsync(&b.ptr, want, stream), "cudaMallocAsync (VJP workspace)");
-    b.size = want;
-  }
-  return Scratch{b.ptr, false};
-}
+namespace {
+// Compiled like every kernel of the module (one CUDA_ARCHITECTURES list), so
+// the code the driver picks for it on a device is the code it picks for them.
+__global__ void arch_probe() {}
+}  // namespace
 
-void release(const Scratch& s, cudaStream_t stream) {
-  if (s.per_call && s.ptr) check(cudaFreeAsync(s.ptr, stream), "cudaFreeAsync (VJP workspace, captured)");
+bool clusters_usable(int device) {
+  static std::atomic<int> cache[64];  // 0: not asked yet, 1: no, 2: yes
+  const bool cached = device >= 0 && device < 64;
+  if (cached) {
+    const int v = cache[device].load(std::memory_order_relaxed);
+    if (v) return v == 2;
+  }
+  bool ok = cc_major(device) >= 9;
+  if (ok) {
+    // ptxVersion is the virtual architecture the loaded code was compiled
+    // for (__CUDA_ARCH__ / 10): 80 when an sm_80-only build runs on sm_90
+    // through the compute_80 PTX, whose cluster helpers trap.
+    cudaFuncAttributes fa{};
+    check(cudaFuncGetAttributes(&fa, arch_probe), "cudaFuncGetAttributes");
+    ok = fa.ptxVersion >= 90;
+  }
+  if (cached) cache[device].store(ok ? 2 : 1, std::memory_order_relaxed);
+  return ok;
 }
 
 }  // namespace braze::cuda

@@ -1,6 +1,6 @@
 // Host-side helpers of the CUDA launchers: errors -> Python exceptions, the
 // device of the arrays made current for the scope of a call, cached device
-// attributes, and the per-(device, stream) workspace of the VJPs.
+// attributes, and whether cluster kernels can run.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -72,18 +72,9 @@ void launch_clustered(void (*kernel)(P...), unsigned grid, unsigned block, unsig
 // Cached per (kernel, threads, device).
 int blocks_per_sm(const void* kernel, int threads, int device);
 
-// Scratch memory of at least `bytes` bytes for work on `stream` of `device`
-// (the current device). Outside graph capture: one buffer per (device,
-// stream), kept between calls and regrown only when a call needs more; only
-// work on that stream touches it, so no synchronization is needed, and growth
-// is stream-ordered (cudaFreeAsync + cudaMallocAsync on that stream). During
-// capture: a buffer allocated and freed inside the graph (memory nodes), which
-// release() frees after the last kernel that uses it.
-struct Scratch {
-  void* ptr = nullptr;
-  bool per_call = false;
-};
-Scratch workspace(int device, cudaStream_t stream, size_t bytes);
-void release(const Scratch& s, cudaStream_t stream);
+// Whether cluster kernels may run on `device` (the current device): compute
+// capability 9+ and the module's code for it compiled for sm_90 or newer
+// (see docs/cuda.md). Cached per device.
+bool clusters_usable(int device);
 
 }  // namespace braze::cuda

@@ -1,5 +1,7 @@
-// Host launchers of the sampling family: a block per row (grid = rows), the
-// caller's stream and device; nothing here synchronizes or allocates. Each op
+// Host launchers of the sampling family: a block per row (grid = rows), or a
+// cluster per row where few long rows would leave SMs idle (sm_90: softmax &
+// co, sample and the masks), the caller's stream and device; nothing here
+// synchronizes or allocates. Each op
 // has a vector instantiation (16-byte packs; softmax & co: 4-element packs,
 // so f32 rows are written 16 bytes at a time) taken when every row base is
 // aligned for it, and a scalar one for anything else.
@@ -8,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "cuda/runtime.cuh"
@@ -49,7 +52,7 @@ template <class T> void launch_normalize_cluster(const Args& a, int P, int64_t c
 bool cluster_plan(const Args& a, int64_t packs, int max_p, int* P, int64_t* ctas) {
   const int64_t slots = 2 * int64_t(sm_count(a.device_id));
   const auto need = [&](int p) { return (packs + kNormThreads * p - 1) / (kNormThreads * p); };
-  if (cc_major(a.device_id) < 9 || need(max_p) == 1) return false;
+  if (!clusters_usable(a.device_id) || need(max_p) == 1) return false;
   int p = max_p;
   while (p > 1 && need(p / 2) <= 8 && a.rows * need(p / 2) <= slots) p /= 2;
   if (need(p) > 8 || a.rows * need(p) > INT32_MAX) return false;
@@ -80,8 +83,31 @@ template <class T> void launch_normalize(const Args& a, cudaStream_t s) {
   else normalize_looped<T, 4><<<grid, block, 0, s>>>(a);
 }
 
+// CTAs per row for sample and the masks: a row is split over a cluster (of
+// up to 8 CTAs, slices of at least kMinSlice elements) only while the rows
+// leave SMs idle, since each CTA of 1024 threads holds an SM; 1 = whole rows.
+constexpr int64_t kMinSlice = 8192;
+int split_ctas(const Args& a, bool vec) {
+  if (!vec || a.cols < 2 * kMinSlice) return 1;
+  const int64_t sms = sm_count(a.device_id);
+  const int64_t c = std::min<int64_t>({8, sms / a.rows, a.cols / kMinSlice});
+  return c >= 2 && clusters_usable(a.device_id) ? int(c) : 1;
+}
+
+template <class T, int V> void launch_split(const Args& a, int ctas, cudaStream_t s) {
+  const unsigned grid = unsigned(a.rows * ctas), c = unsigned(ctas);
+  if (a.op == Op::sample) return launch_clustered(sample_kernel<T, V, true>, grid, kThreads, c, s, "sample (cluster)", a);
+  launch_clustered(mask_kernel<T, V, true>, grid, kThreads, c, s, "mask (cluster)", a);
+}
+
 template <class T, int V> void launch_rows(const Args& a, cudaStream_t s) {
   const dim3 grid(unsigned(a.rows)), block(kThreads);
+  const bool splittable = a.op == Op::sample || a.op == Op::top_k_mask || a.op == Op::top_p_mask ||
+                          a.op == Op::min_p_mask;
+  if constexpr (V > 1) {
+    const int ctas = splittable ? split_ctas(a, true) : 1;
+    if (ctas > 1) return launch_split<T, V>(a, ctas, s);
+  }
   switch (a.op) {
     case Op::argmax: argmax_kernel<T, V><<<grid, block, 0, s>>>(a); break;
     case Op::top_k_mask: case Op::top_p_mask: case Op::min_p_mask: mask_kernel<T, V><<<grid, block, 0, s>>>(a); break;

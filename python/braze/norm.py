@@ -14,6 +14,7 @@ x's shape, dtype, framework and device; ``out=`` arrays must match them.
 """
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from . import _backends
 from ._call import Call as _Call, integer as _integer, number as _number
 from .reference import norm as _ref
 
@@ -122,8 +123,9 @@ def rms_norm_vjp(x: "Array", weight: "Optional[Array]", dy: "Array", *, eps: flo
         return c.fallback(_ref.rms_norm_vjp, (x, weight, dy), dict(eps=eps, weight_offset=weight_offset), out)
     dx = c.out(dx_out, x.shape, "out[0]")
     dw = None if weight is None else c.out(dw_out, (x.shape[-1],), "out[1]")
+    ws = _workspace(c, dw is not None)
     c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(dy, "dy"), c.arg(dx, "out[0]"), c.arg(dw, "out[1]"),
-             eps, weight_offset, c.stream)
+             eps, weight_offset, c.stream, **ws)
     return c.result(dx), c.result(dw)
 
 
@@ -146,9 +148,26 @@ def layer_norm_vjp(x: "Array", weight: "Optional[Array]", bias: "Optional[Array]
     dx = c.out(dx_out, x.shape, "out[0]")
     dw = None if weight is None else c.out(dw_out, n, "out[1]")
     db = None if bias is None else c.out(db_out, n, "out[2]")
+    ws = _workspace(c, (dw is not None) + (db is not None))
     c.kernel(c.arg(x, "x"), c.arg(weight, "weight"), c.arg(bias, "bias"), c.arg(dy, "dy"), c.arg(dx, "out[0]"),
-             c.arg(dw, "out[1]"), c.arg(db, "out[2]"), eps, c.stream)
+             c.arg(dw, "out[1]"), c.arg(db, "out[2]"), eps, c.stream, **ws)
     return c.result(dx), c.result(dw), c.result(db)
+
+
+def _workspace(c, grads):
+    """``{"workspace": array}`` for a backend whose VJPs take scratch (CUDA),
+    else ``{}``. The array comes from x's own framework on x's device (torch's
+    and cupy's caching allocators, ordered on the caller's stream), so its
+    lifetime is the caller's: nothing is cached or shared between calls."""
+    size = getattr(_backends.module(c.backend), "norm_vjp_workspace_bytes", None)
+    if size is None:
+        return {}
+    x = c.x
+    rows = 1
+    for d in x.shape[:-1]:
+        rows *= int(d)
+    n = size(c.op, c.fw.dtype_name(x), rows, int(x.shape[-1]) if x.ndim else 1, int(grads), c.fw.device(x)[1])
+    return {"workspace": c.arg(c.fw.empty(x, (n,), "uint8"), "workspace")} if n else {}
 
 
 def _pair(out, n):

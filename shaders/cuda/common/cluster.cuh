@@ -1,7 +1,9 @@
 // Thread-block clusters (sm_90+): a row split over the CTAs of a cluster sums
 // its partials through distributed shared memory. Every helper traps when run
-// on an older GPU; launchers only pick cluster kernels on compute capability 9+.
+// on an older GPU (or in sm_80 code); launchers pick cluster kernels only where
+// clusters_usable() (csrc/cuda/runtime.cuh) says they run.
 #pragma once
+#include <cstdint>
 
 namespace braze::cuda {
 
@@ -49,6 +51,19 @@ __device__ __forceinline__ float cluster_load(const float* local, unsigned rank)
 #else
   __trap();
   return 0.f;
+#endif
+}
+
+// The address of `local` (a shared-memory object of this CTA) in CTA `rank`
+// of the cluster, as a generic pointer that plain loads and stores take.
+template <class T> __device__ __forceinline__ T* cluster_map(T* local, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  uint64_t remote;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"(reinterpret_cast<uint64_t>(local)), "r"(rank));
+  return reinterpret_cast<T*>(remote);
+#else
+  __trap();
+  return local;
 #endif
 }
 

@@ -50,6 +50,7 @@ struct RowMax {
   bool valid;
   float m, tm;
   u32 first;
+  u64 best;  // (key, ~first); all ones: NaN seen; 0: no element above -inf
 };
 template <int NT, int V, class T> __device__ RowMax row_max(const T* x, int n, BlockReduce<NT>& br) {
   float tm = -kInf;
@@ -66,40 +67,70 @@ template <int NT, int V, class T> __device__ RowMax row_max(const T* x, int n, B
   // anywhere makes it all ones, a row of -inf (or no element) leaves 0.
   const u64 best = br.max(nan ? ~0ull : tm > -kInf ? (u64(key_of(tm)) << 32) | ~ti : 0ull);
   const float m = float_of(u32(best >> 32));
-  return {best != ~0ull && best != 0 && isfinite(m), m, tm, ~u32(best)};
+  return {best != ~0ull && best != 0 && isfinite(m), m, tm, ~u32(best), best};
+}
+
+// The row's RowMax (split rows: over the cluster, the first index in the row;
+// tm stays this thread's own).
+template <int NT, int V, bool kC, class T> __device__ RowMax row_max_of(Ctx<NT, kC>& cx, const T* row) {
+  if constexpr (!kC) {
+    return row_max<NT, V>(row, cx.n, cx.br);
+  } else {
+    const RowMax own = row_max<NT, V>(row + cx.c0, cx.n, cx.br);
+    const bool plain = own.best != ~0ull && own.best != 0;  // NaN and "nothing" combine as they are
+    const u64 mine = plain ? (own.best & ~0xffffffffull) | ~(u32(cx.c0) + own.first) : own.best;
+    const u64 best = cx.across(&cx.sm.post_best, mine, [](u64 a, u64 b) { return a > b ? a : b; });
+    const float m = float_of(u32(best >> 32));
+    return {best != ~0ull && best != 0 && isfinite(m), m, own.tm, ~u32(best), best};
+  }
 }
 
 // Lists every element whose key is >= a lower bound of the k-th largest key
 // (the whole row when it fits, whatever k). Returns how many, 0 when they do
 // not fit or no bound is known (k outside [1, threads holding elements]).
-template <int NT, int V, class T> __device__ u32 list_top(Ctx<NT>& cx, const T* x, int n, int64_t k, float tm) {
+// Split rows: each CTA bounds the k-th largest of its own slice by its thread
+// maxima, which bounds the row's k-th largest too; the highest bound is taken.
+template <int NT, int V, bool kC, class T>
+__device__ u32 list_top(Ctx<NT, kC>& cx, const T* x, int n, int64_t k, float tm) {
   u32 low = 0;
   if (n > kCap) {
-    const int np = (n + V - 1) / V, holders = np < NT ? np : NT;
-    if (k < 1 || k > holders) return 0;
-    if (threadIdx.x < holders) cx.sm.list.key[threadIdx.x] = key_of(tm);
-    __syncthreads();
-    // Two levels fix the top 16 bits of the k-th largest thread max: tight
-    // enough, and cheaper than all four.
-    Sel s;
-    const ListSrc<NT> src{cx.sm, u32(holders), false};
-    auto one = [](u32, u32) { return u64(1); };
-    auto target = [k](u64) { return u64(k); };
-    radix_level<NT, true>(cx, s, src, one, target);
-    radix_level<NT, true>(cx, s, src, one, target);
-    low = s.prefix;
+    const int np = (cx.n + V - 1) / V, holders = np < NT ? np : NT;
+    const bool known = k >= 1 && k <= holders;
+    if (known) {
+      if (threadIdx.x < holders) cx.sm.list.key[threadIdx.x] = key_of(tm);
+      __syncthreads();
+      // Two levels fix the top 16 bits of the k-th largest thread max: tight
+      // enough, and cheaper than all four. (An even number: split rows sum
+      // histograms by buffer index, so every CTA must stand at the same one.)
+      Sel s;
+      const ListSrc<NT> src{cx.sm, u32(holders), false};
+      auto one = [](u32, u32) { return u64(1); };
+      auto target = [k](u64) { return u64(k); };
+      radix_level<NT, true>(cx, s, src, one, target);
+      radix_level<NT, true>(cx, s, src, one, target);
+      low = s.prefix;
+    }
+    if constexpr (kC) {
+      const u64 b = cx.across(&cx.sm.post_bound, known ? (u64(1) << 32) | low : 0ull,
+                              [](u64 a, u64 c) { return a > c ? a : c; });
+      if (!b) return 0;
+      low = u32(b);
+    } else if (!known) {
+      return 0;
+    }
   }
   const float bound = threshold_of(low);
-  const u32 c = compact<NT, V, kU<V>>(cx.sm, x, n, [bound](float v, u32) { return v >= bound; });
+  const u32 c = compact<NT, V, kU<V>>(cx, x, [bound](float v, u32) { return v >= bound; });
   return c <= kCap ? c : 0;
 }
 
 // The key of the k-th largest element (1 < k < n); listed = list_top's answer.
-template <int NT, int V, class T> __device__ u32 kth_key(Ctx<NT>& cx, const T* x, int n, int64_t k, u32 listed) {
+template <int NT, int V, bool kC, class T>
+__device__ u32 kth_key(Ctx<NT, kC>& cx, const T* x, int64_t k, u32 listed) {
   auto one = [](u32, u32) { return u64(1); };
   auto target = [k](u64) { return u64(k); };
   if (listed) return select_list<NT, true>(cx, Sel{}, listed, false, one, target);
-  return select_global<NT, V, kU<V>, true>(cx, x, n, one, target);
+  return select_global<NT, V, kU<V>, true>(cx, x, one, target);
 }
 
 template <int NT, int V, class T> __device__ void copy_row(const T* x, T* y, int n) {
@@ -116,78 +147,91 @@ template <class T, int V> __global__ void __launch_bounds__(kThreads) argmax_ker
   if (threadIdx.x == 0) static_cast<int32_t*>(a.y)[r] = rm.valid ? int32_t(rm.first) : -1;
 }
 
-template <class T, int V> __global__ void __launch_bounds__(kThreads) mask_kernel(Args a) {
-  constexpr int NT = kThreads;
-  __shared__ SelectSmem<NT> sm;
-  Ctx<NT> cx(sm);
-  const int64_t r = blockIdx.x;
+// What a mask keeps of row r: everything, or the keys >= cut whose mass
+// exp((v - m) * it) is >= e_min (with e_min > 0).
+struct Keep {
+  bool all;
+  u32 cut;
+  float e_min, m, it;
+};
+
+template <int NT, int V, bool kC, class T>
+__device__ Keep mask_keep(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* x) {
   const int n = int(a.cols);
-  const T* x = row_in<T>(a, r);
-  T* y = row_out<T>(a, r);
-  const RowMax rm = row_max<NT, V>(x, n, cx.br);
-  const auto copy = [&] {
-    if (!a.in_place) copy_row<NT, V>(x, y, n);
-  };
-  if (!rm.valid) return copy();
-  const float m = rm.m;
-  const float it = a.op == Op::top_k_mask ? 1.f : 1.f / a.temperature.at(r);
-  u32 cut = 0;  // keys >= cut are kept; 0 keeps everything
-  float e_min = 0.f;
+  const RowMax rm = row_max_of<NT, V>(cx, x);
+  Keep kp{true, 0u, 0.f, rm.m, a.op == Op::top_k_mask ? 1.f : 1.f / a.temperature.at(r)};
+  if (!rm.valid) return kp;
   if (a.op == Op::top_k_mask) {
     const int64_t k = a.top_k.at(r);
-    if (k <= 0 || k >= n) return copy();
-    cut = kth_key<NT, V>(cx, x, n, k, list_top<NT, V>(cx, x, n, k, rm.tm));
+    if (k <= 0 || k >= n) return kp;
+    kp.cut = kth_key<NT, V>(cx, x, k, list_top<NT, V>(cx, x, n, k, rm.tm));
   } else if (a.op == Op::min_p_mask) {
-    e_min = a.min_p.at(r);
-    if (!(e_min > 0.f)) return copy();
+    kp.e_min = a.min_p.at(r);
+    if (!(kp.e_min > 0.f)) return kp;
   } else {
-    const float p = a.p.at(r);
-    if (p >= 1.f) return copy();
-    auto mass = [&](u32 key, u32) { return fixed(__expf((float_of(key) - m) * it)); };
+    const float p = a.p.at(r), m = kp.m, it = kp.it;
+    if (p >= 1.f) return kp;
+    auto mass = [m, it](u32 key, u32) { return fixed(__expf((float_of(key) - m) * it)); };
     auto target = [p](u64 total) { return u64(ceil(double(p) * double(total))); };
     const u32 listed = n <= kCap ? list_top<NT, V>(cx, x, n, 0, rm.tm) : 0;
-    cut = listed ? select_list<NT, false>(cx, Sel{}, listed, false, mass, target)
-                 : select_global<NT, V, kU<V>, false>(cx, x, n, mass, target);
+    kp.cut = listed ? select_list<NT, false>(cx, Sel{}, listed, false, mass, target)
+                    : select_global<NT, V, kU<V>, false>(cx, x, mass, target);
   }
-  __syncthreads();  // in place: every read of the row happened before any write
-  const float bound = threshold_of(cut);
-  for_packs<NT, V, kU<V>>(x, n, [&](int q, const Pack<T, V>& p, int len) {
-    if (!len) return;
-    Pack<T, V> o = p;
-#pragma unroll
-    for (int e = 0; e < V; ++e) {
-      const float v = p.f(e);
-      bool keep = v >= bound;
-      if (e_min > 0.f) keep &= __expf((v - m) * it) >= e_min;
-      if (!keep) o.set(e, Elem<T>::kNegInf);
-    }
-    store_pack<T, V>(y, int64_t(q) * V, len, o);
-  });
+  kp.all = false;
+  return kp;
 }
 
-template <class T, int V> __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
+// kC: the row split over a cluster (sm_90), each CTA writing its own slice.
+template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kThreads) mask_kernel(Args a) {
   constexpr int NT = kThreads;
   __shared__ SelectSmem<NT> sm;
-  Ctx<NT> cx(sm);
-  const int64_t r = blockIdx.x;
-  const int n = int(a.cols);
+  Ctx<NT, kC> cx(sm, int(a.cols), V);
+  const int64_t r = blockIdx.x / cx.ctas;
   const T* x = row_in<T>(a, r);
-  int32_t* out = static_cast<int32_t*>(a.y);
-  const RowMax rm = row_max<NT, V>(x, n, cx.br);
-  if (!rm.valid) {
-    if (threadIdx.x == 0) out[r] = -1;
-    return;
+  const Keep kp = mask_keep<NT, V>(cx, a, r, x);
+  __syncthreads();  // in place: every read of the slice happened before any write
+  const T* xs = x + cx.c0;
+  T* ys = row_out<T>(a, r) + cx.c0;
+  if (kp.all) {
+    if (!a.in_place) copy_row<NT, V>(xs, ys, cx.n);
+  } else {
+    const float bound = threshold_of(kp.cut);
+    for_packs<NT, V, kU<V>>(xs, cx.n, [&](int q, const Pack<T, V>& p, int len) {
+      if (!len) return;
+      Pack<T, V> o = p;
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const float v = p.f(e);
+        bool keep = v >= bound;
+        if (kp.e_min > 0.f) keep &= __expf((v - kp.m) * kp.it) >= kp.e_min;
+        if (!keep) o.set(e, Elem<T>::kNegInf);
+      }
+      store_pack<T, V>(ys, int64_t(q) * V, len, o);
+    });
   }
+  if constexpr (kC) cluster_sync();  // no CTA leaves while another may read its shared memory
+}
+
+// The token drawn from row r (-1: the row has NaN or no finite max), and
+// whether this CTA writes it.
+struct Drawn {
+  int32_t tok;
+  bool mine;
+};
+
+template <int NT, int V, bool kC, class T>
+__device__ Drawn sample_row(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* x) {
+  const int n = int(a.cols);
+  const bool lead = cx.rank == 0;
+  const RowMax rm = row_max_of<NT, V>(cx, x);
+  if (!rm.valid) return {-1, lead};
   const float t = a.temperature.at(r);
   const int64_t k = a.top_k.at(r);
-  if (!(t > 0.f) || k == 1) {
-    if (threadIdx.x == 0) out[r] = int32_t(rm.first);
-    return;
-  }
+  if (!(t > 0.f) || k == 1) return {int32_t(rm.first), lead};
   const float m = rm.m, it = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
   const bool top_k = k > 1 && k < n;
   // The row's uniform (top 24 bits of its Philox word), drawn where it is used.
-  auto uniform24 = [&] { return braze::philox::row_block(a.seed, a.offset, uint64_t(blockIdx.x)).v[0] >> 8; };
+  auto uniform24 = [&] { return braze::philox::row_block(a.seed, a.offset, uint64_t(r)).v[0] >> 8; };
   // The mass an element keeps (keys below cut keep none), as on the CPU.
   auto mass_above = [&](u32 key, u32 cut) -> u64 {
     if (key < cut) return 0;
@@ -196,9 +240,8 @@ template <class T, int V> __global__ void __launch_bounds__(kThreads) sample_ker
   };
   auto top_p_target = [p](u64 total) { return u64(ceil(double(p) * double(total))); };
   const u32 listed = list_top<NT, V>(cx, x, n, top_k ? k : 0, rm.tm);
-  u32 cut = top_k ? kth_key<NT, V>(cx, x, n, k, listed) : 0;
-  u32 tok;
-  if (listed) {  // every element that can be kept is on the list
+  u32 cut = top_k ? kth_key<NT, V>(cx, x, k, listed) : 0;
+  if (listed) {  // every element that can be kept is on the list (of every CTA)
     if (p < 1.f) {
       const u32 ck = cut;
       cut = max(cut, select_list<NT, false>(cx, Sel{}, listed, false, [&](u32 key, u32) { return mass_above(key, ck); },
@@ -210,17 +253,28 @@ template <class T, int V> __global__ void __launch_bounds__(kThreads) sample_ker
     s.level = 4 - bytes;
     s.mask = s.prefix = bytes == 4 ? 0u : ~0u << (8 * bytes);
     const u32 u24 = uniform24();
-    tok = ~select_list<NT, false>(cx, s, listed, true, [&](u32, u32 key) { return mass_above(key, cut); },
-                                  [u24](u64 total) { return scaled(total, u24) + 1; });
-  } else {
-    if (p < 1.f) {
-      const u32 ck = cut;
-      cut = max(cut, select_global<NT, V, kU<V>, false>(cx, x, n, [&](u32 key, u32) { return mass_above(key, ck); },
-                                                        top_p_target));
-    }
-    tok = cdf_global<NT, V, kU<V>>(cx, x, n, [&](u32 key) { return mass_above(key, cut); }, uniform24());
+    const u32 tok = ~select_list<NT, false>(cx, s, listed, true, [&](u32, u32 key) { return mass_above(key, cut); },
+                                            [u24](u64 total) { return scaled(total, u24) + 1; });
+    return {int32_t(tok), lead};
   }
-  if (threadIdx.x == 0) static_cast<int32_t*>(a.y)[blockIdx.x] = int32_t(tok);
+  if (p < 1.f) {
+    const u32 ck = cut;
+    cut = max(cut, select_global<NT, V, kU<V>, false>(cx, x, [&](u32 key, u32) { return mass_above(key, ck); },
+                                                      top_p_target));
+  }
+  const u32 tok = cdf_global<NT, V, kU<V>>(cx, x, [&](u32 key) { return mass_above(key, cut); }, uniform24());
+  return {int32_t(tok), kC ? tok != ~0u : lead};
+}
+
+// kC: the row split over a cluster (sm_90).
+template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
+  constexpr int NT = kThreads;
+  __shared__ SelectSmem<NT> sm;
+  Ctx<NT, kC> cx(sm, int(a.cols), V);
+  const int64_t r = blockIdx.x / cx.ctas;
+  const Drawn d = sample_row<NT, V>(cx, a, r, row_in<T>(a, r));
+  if (threadIdx.x == 0 && d.mine) static_cast<int32_t*>(a.y)[r] = d.tok;
+  if constexpr (kC) cluster_sync();  // no CTA leaves while another may read its shared memory
 }
 
 template <class T, int V> __global__ void __launch_bounds__(kThreads) penalty_kernel(Args a) {

@@ -36,16 +36,38 @@ template <int NT> struct SelectSmem {
   u32 lo[2][256], hi[2][256], cnt[2][256];
   u32 count, bucket, bucket_cnt, group, tok;
   u64 above, target, base;
+  u64 post_best, post_bound, post_mass;  // split rows: what each CTA posts for the others
   u64 scan[NT / 32];
   typename BlockReduce<NT>::Smem red;
 };
 
-template <int NT> struct Ctx {
+// A row's select state in one CTA. kC: the row is split over the CTAs of a
+// cluster, this one taking elements [c0, c0 + n) (c0 a multiple of V); else
+// c0 = 0 and n is the row's length.
+template <int NT, bool kC = false> struct Ctx {
   SelectSmem<NT>& sm;
   BlockReduce<NT> br;
   int ph = 0;
-  __device__ explicit Ctx(SelectSmem<NT>& s) : sm(s), br{&s.red} {
+  unsigned rank = 0, ctas = 1;
+  int c0 = 0, n;
+  __device__ Ctx(SelectSmem<NT>& s, int cols, int V) : sm(s), br{&s.red}, n(cols) {
     for (int b = threadIdx.x; b < 256; b += NT) sm.lo[0][b] = sm.hi[0][b] = sm.cnt[0][b] = 0;
+    if constexpr (kC) {
+      rank = cluster_rank();
+      ctas = cluster_size();
+      const int per = ((cols + int(ctas) - 1) / int(ctas) + V - 1) / V * V;
+      c0 = min(cols, int(rank) * per);
+      n = min(cols - c0, per);
+    }
+  }
+  // The value every CTA of the cluster gets from op over all CTAs' v (in rank
+  // order), through `slot` (one slot per call site: each is posted once).
+  template <class Op> __device__ u64 across(u64* slot, u64 v, Op op) {
+    if (threadIdx.x == 0) *slot = v;
+    cluster_sync();
+    u64 r = *cluster_map(slot, 0);
+    for (unsigned i = 1; i < ctas; ++i) r = op(r, *cluster_map(slot, i));
+    return r;
   }
 };
 
@@ -62,8 +84,10 @@ __device__ __forceinline__ u64 u64_add(u64 a, u64 b) { return a + b; }
 // One level: histogram of the items matching the prefix (src(f) calls
 // f(key, aux) for each item; w(key, aux) is its weight, 0 = not an item),
 // then one warp picks the bucket. Returns how many items the bucket holds.
-template <int NT, bool kCount, class Src, class W, class Tgt>
-__device__ u32 radix_level(Ctx<NT>& cx, Sel& s, Src&& src, W&& w, Tgt&& target_of) {
+// kSum (split rows, items of this CTA's slice): the histogram is summed over
+// the cluster first.
+template <int NT, bool kCount, bool kSum = false, bool kC, class Src, class W, class Tgt>
+__device__ u32 radix_level(Ctx<NT, kC>& cx, Sel& s, Src&& src, W&& w, Tgt&& target_of) {
   SelectSmem<NT>& sm = cx.sm;
   const int ph = cx.ph, shift = 24 - 8 * s.level;
   for (int b = threadIdx.x; b < 256; b += NT) sm.lo[ph ^ 1][b] = sm.hi[ph ^ 1][b] = sm.cnt[ph ^ 1][b] = 0;
@@ -76,6 +100,25 @@ __device__ u32 radix_level(Ctx<NT>& cx, Sel& s, Src&& src, W&& w, Tgt&& target_o
     if constexpr (!kCount) atomic_add_u64(&sm.lo[ph][d], &sm.hi[ph][d], wt);
   });
   __syncthreads();
+  if constexpr (kSum && kC) {
+    // Every CTA reads every CTA's bins, then (once all have read) keeps the sums.
+    cluster_sync();
+    u32 c = 0;
+    u64 m = 0;
+    const int b = threadIdx.x;
+    if (b < 256)
+      for (unsigned i = 0; i < cx.ctas; ++i) {
+        c += *cluster_map(&sm.cnt[ph][b], i);
+        if constexpr (!kCount) m += join_u64(*cluster_map(&sm.lo[ph][b], i), *cluster_map(&sm.hi[ph][b], i));
+      }
+    cluster_sync();
+    if (b < 256) {
+      sm.cnt[ph][b] = c;
+      sm.lo[ph][b] = u32(m);
+      sm.hi[ph][b] = u32(m >> 32);
+    }
+    __syncthreads();
+  }
   if (threadIdx.x < 32) {  // lane l scans bins 255 - 8l down to 248 - 8l
     const int lane = threadIdx.x, top = 255 - 8 * lane;
     u64 c[8], sum = 0;
@@ -137,19 +180,21 @@ template <int NT> struct ListSrc {
   }
 };
 
+// Elements [c0, c0 + n) of the row x: (value key, index in the row).
 template <int NT, int V, int U, class T> struct GlobalSrc {
   const T* x;
-  int n;
+  int c0, n;
   template <class F> __device__ __forceinline__ void operator()(F&& f) const {
-    for_elems<NT, V, U>(x, n, [&](int i, float v) { f(key_of(v), u32(i)); });
+    for_elems<NT, V, U>(x + c0, n, [&](int i, float v) { f(key_of(v), u32(c0 + i)); });
   }
 };
 
-// Appends (key, index) of the row's elements with pred(value, index) to the
-// shared list (warp-aggregated, in no particular order); returns how many
-// there are (those past kCap are counted, not stored).
+// Appends (key, index) of the row's elements [c0, c0 + n) with pred(value,
+// index) to the shared list (warp-aggregated, in no particular order);
+// returns how many there are (those past kCap are counted, not stored).
 template <int NT, int V, int U, class T, class Pred>
-__device__ u32 compact(SelectSmem<NT>& sm, const T* x, int n, Pred&& pred) {
+__device__ u32 compact_slice(SelectSmem<NT>& sm, const T* x, int c0, int n, Pred&& pred) {
+  x += c0;
   if (threadIdx.x == 0) sm.count = 0;
   __syncthreads();
   const int lane = threadIdx.x & 31;
@@ -157,7 +202,7 @@ __device__ u32 compact(SelectSmem<NT>& sm, const T* x, int n, Pred&& pred) {
     u32 bits = 0;
 #pragma unroll
     for (int e = 0; e < V; ++e)
-      if (e < len && pred(p.f(e), u32(q * V + e))) bits |= 1u << e;
+      if (e < len && pred(p.f(e), u32(c0 + q * V + e))) bits |= 1u << e;
     if (!__ballot_sync(kFull, bits)) return;
     const int mine = __popc(bits);
     int inc = mine;
@@ -174,7 +219,7 @@ __device__ u32 compact(SelectSmem<NT>& sm, const T* x, int n, Pred&& pred) {
       if (!((bits >> e) & 1u)) continue;
       if (pos < kCap) {
         sm.list.key[pos] = key_of(p.f(e));
-        sm.list.idx[pos] = u32(q * V + e);
+        sm.list.idx[pos] = u32(c0 + q * V + e);
       }
       ++pos;
     }
@@ -183,22 +228,59 @@ __device__ u32 compact(SelectSmem<NT>& sm, const T* x, int n, Pred&& pred) {
   return sm.count;
 }
 
+// Split rows: every CTA's list (c items here) gathered into every CTA, its
+// own items first. Returns the cluster's total; the lists are whole only
+// when it is at most kCap. The second barrier keeps each list (and count)
+// until every CTA has read it.
+template <int NT, bool kC> __device__ u32 gather(Ctx<NT, kC>& cx, u32 c) {
+  if constexpr (!kC) {
+    return c;
+  } else {
+    SelectSmem<NT>& sm = cx.sm;
+    cluster_sync();
+    u32 total = 0;
+    for (unsigned i = 0; i < cx.ctas; ++i) total += *cluster_map(&sm.count, i);
+    if (total <= kCap) {
+      u32 pos = c;
+      for (unsigned i = 0; i < cx.ctas; ++i) {
+        if (i == cx.rank) continue;
+        const u32 ci = *cluster_map(&sm.count, i);
+        const u32* key = cluster_map(sm.list.key, i);
+        const u32* idx = cluster_map(sm.list.idx, i);
+        for (u32 j = threadIdx.x; j < ci; j += NT) {
+          sm.list.key[pos + j] = key[j];
+          sm.list.idx[pos + j] = idx[j];
+        }
+        pos += ci;
+      }
+    }
+    cluster_sync();
+    return total;
+  }
+}
+
+// compact_slice over this CTA's slice, then gathered (split rows).
+template <int NT, int V, int U, bool kC, class T, class Pred>
+__device__ u32 compact(Ctx<NT, kC>& cx, const T* x, Pred&& pred) {
+  return gather(cx, compact_slice<NT, V, U>(cx.sm, x, cx.c0, cx.n, pred));
+}
+
 // A select over the shared list's first c items.
-template <int NT, bool kCount, class W, class Tgt>
-__device__ u32 select_list(Ctx<NT>& cx, Sel s, u32 c, bool by_index, W&& w, Tgt&& target_of) {
+template <int NT, bool kCount, bool kC, class W, class Tgt>
+__device__ u32 select_list(Ctx<NT, kC>& cx, Sel s, u32 c, bool by_index, W&& w, Tgt&& target_of) {
   const ListSrc<NT> src{cx.sm, c, by_index};
   while (s.level < 4) radix_level<NT, kCount>(cx, s, src, w, target_of);
   return s.prefix;
 }
 
 // A select over the global row: a pass per level until the bucket fits the list.
-template <int NT, int V, int U, bool kCount, class T, class W, class Tgt>
-__device__ u32 select_global(Ctx<NT>& cx, const T* x, int n, W&& w, Tgt&& target_of) {
+template <int NT, int V, int U, bool kCount, bool kC, class T, class W, class Tgt>
+__device__ u32 select_global(Ctx<NT, kC>& cx, const T* x, W&& w, Tgt&& target_of) {
   Sel s;
   while (s.level < 4) {
-    const u32 c = radix_level<NT, kCount>(cx, s, GlobalSrc<NT, V, U, T>{x, n}, w, target_of);
+    const u32 c = radix_level<NT, kCount, true>(cx, s, GlobalSrc<NT, V, U, T>{x, cx.c0, cx.n}, w, target_of);
     if (s.level < 4 && c <= kCap) {
-      const u32 listed = compact<NT, V, U>(cx.sm, x, n, [&](float v, u32 i) {
+      const u32 listed = compact<NT, V, U>(cx, x, [&](float v, u32 i) {
         const u32 k = key_of(v);
         return (k & s.mask) == s.prefix && w(k, i);
       });
@@ -215,12 +297,16 @@ __device__ __forceinline__ u64 scaled(u64 total, u32 u24) {
 
 // The drawn token over the whole row (inverse CDF in index order): pass 1
 // sums the mass of each group of 32-pack spans, one thread finds the group
-// that holds floor(u * total), then warp 0 re-reads that group alone.
-template <int NT, int V, int U, class T, class W>
-__device__ u32 cdf_global(Ctx<NT>& cx, const T* x, int n, W&& mass, u32 u24) {
+// that holds floor(u * total), then warp 0 re-reads that group alone. Split
+// rows: the slices' masses are summed in rank order (index order), and only
+// the CTA whose slice holds the target searches it; the others get ~0u.
+template <int NT, int V, int U, bool kC, class T, class W>
+__device__ u32 cdf_global(Ctx<NT, kC>& cx, const T* row, W&& mass, u32 u24) {
   SelectSmem<NT>& sm = cx.sm;
+  const T* x = row + cx.c0;
+  const int n = cx.n;
   const int lane = threadIdx.x & 31;
-  const int np = (n + V - 1) / V, spans = (np + 31) / 32, per = (spans + kGroups - 1) / kGroups;
+  const int np = (n + V - 1) / V, spans = (np + 31) / 32, per = max(1, (spans + kGroups - 1) / kGroups);
   const int ng = int((spans + per - 1) / per);
   for (int g = threadIdx.x; g < ng; g += NT) sm.grp.lo[g] = sm.grp.hi[g] = 0;
   __syncthreads();
@@ -239,7 +325,23 @@ __device__ u32 cdf_global(Ctx<NT>& cx, const T* x, int n, W&& mass, u32 u24) {
   u64 local = 0, total = 0;
   for (int g = g0; g < g1; ++g) local += join_u64(sm.grp.lo[g], sm.grp.hi[g]);
   const u64 before = block_exclusive_scan<NT>(local, &total, sm.scan);
-  const u64 target = scaled(total, u24);
+  u64 target = 0;
+  if constexpr (kC) {
+    // Each CTA's total and, for this one, the totals of the slices before it.
+    if (threadIdx.x == 0) sm.post_mass = total;
+    cluster_sync();
+    u64 all = 0, lower = 0;
+    for (unsigned i = 0; i < cx.ctas; ++i) {
+      const u64 t = *cluster_map(&sm.post_mass, i);
+      all += t;
+      lower += i < cx.rank ? t : 0;
+    }
+    target = scaled(all, u24);
+    if (target < lower || target - lower >= total) return ~0u;  // not in this slice (the same in every thread)
+    target -= lower;
+  } else {
+    target = scaled(total, u24);
+  }
   if (before <= target && target < before + local) {  // exactly one thread
     u64 acc = before;
     for (int g = g0; g < g1; ++g) {
@@ -293,7 +395,7 @@ __device__ u32 cdf_global(Ctx<NT>& cx, const T* x, int n, W&& mass, u32 u24) {
     }
   }
   __syncthreads();
-  return sm.tok;
+  return u32(cx.c0) + sm.tok;
 }
 
 }  // namespace braze::cuda::sampling
