@@ -21,9 +21,11 @@ fi
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 if ! ls .whl/braze-*.whl >/dev/null 2>&1; then
   t0=$(date +%s)
+  # a wheel, kept in $out: a later call on a fresh machine can carry it in .whl/
   CMAKE_ARGS="-DBRAZE_CUDA_ARCHS=90" CMAKE_BUILD_PARALLEL_LEVEL=16 \
-    python3 -m pip install --no-build-isolation --no-deps --target /tmp/site -v . > "$out/build.log" 2>&1 \
+    python3 -m pip wheel --no-build-isolation --no-deps -w "$out" -v . > "$out/build.log" 2>&1 \
     || { tail -40 "$out/build.log"; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$out"/braze-*.whl || exit 1
   echo "build: $(( $(date +%s) - t0 )) s"
 fi
 cd /tmp  # import the installed package, not the source tree

@@ -76,3 +76,34 @@ def test_mlx_cpu():
     y = norm.rms_norm(x)
     assert isinstance(y, mx.array)
     np.testing.assert_allclose(np.array(y), norm.rms_norm(np.array(x)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fw", ["numpy", "torch", "jax", "mlx"])
+def test_bfloat16_from_every_framework(fw):
+    """bfloat16 is carried by each array: a bf16 weight with a float32 x is a
+    TypeError naming the weight's dtype, a uint16 array stays uint16, and
+    every framework's bf16 arrays give the numpy (ml_dtypes) result."""
+    x = rng.normal(size=(2, 8)).astype(ml_dtypes.bfloat16)
+    want = norm.rms_norm(x)
+    if fw == "numpy":
+        y = want
+    elif fw == "torch":
+        torch = pytest.importorskip("torch")
+        t = torch.from_numpy(x.view(np.uint16).astype(np.int32)).to(torch.int16).view(torch.bfloat16)
+        y = norm.rms_norm(t)
+        assert y.dtype == torch.bfloat16
+        y = y.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    elif fw == "jax":
+        jnp = pytest.importorskip("jax.numpy")
+        y = norm.rms_norm(jnp.asarray(x))
+        assert y.dtype == jnp.bfloat16
+    else:
+        mx = pytest.importorskip("mlx.core")
+        y = norm.rms_norm(mx.array(x.astype(np.float32)).astype(mx.bfloat16))
+        assert y.dtype == mx.bfloat16
+        y = np.array(y.astype(mx.float32)).astype(ml_dtypes.bfloat16)
+    assert np.asarray(y).astype(np.float32).tobytes() == want.astype(np.float32).tobytes()
+    with pytest.raises(TypeError, match="weight must be float32, got bfloat16"):
+        norm.rms_norm(x.astype(np.float32), np.ones(8, ml_dtypes.bfloat16))
+    with pytest.raises(TypeError, match="got uint16"):
+        norm.rms_norm(x.view(np.uint16))
