@@ -39,16 +39,25 @@ def on_backend(backend):
 
 
 def parity_params(specs, strided_cases=(0,)):
-    """(spec, shape, case, strided) for every shape x option case of `specs`,
-    plus strided-row views of multi-row shapes for the cases listed."""
+    """(spec, shape, case, layout) for every shape x option case of `specs`, plus
+    the other input layouts of spec.layouts (braze.testing.LAYOUTS) on multi-row
+    shapes: strided rows for the cases listed, broadcast (stride-0) rows and
+    misaligned data for the first option case on the first two such shapes."""
     for spec in specs:
+        multi = 0
         for shape in spec.shapes + spec.edge_shapes:
             sid = f"{spec.name}-{'x'.join(map(str, shape))}"
             for ci, case in enumerate(spec.cases):
-                yield pytest.param(spec, shape, case, False, id=f"{sid}-case{ci}")
-            if len(shape) >= 2 and shape[0] > 1:
+                yield pytest.param(spec, shape, case, "contiguous", id=f"{sid}-case{ci}")
+            if len(shape) < 2 or shape[0] <= 1:
+                continue
+            multi += 1
+            if "strided" in spec.layouts:
                 for ci in strided_cases:
-                    yield pytest.param(spec, shape, spec.cases[ci], True, id=f"{sid}-strided{ci}")
+                    yield pytest.param(spec, shape, spec.cases[ci], "strided", id=f"{sid}-strided{ci}")
+            for layout in ("broadcast", "misaligned"):
+                if layout in spec.layouts and multi <= 2:
+                    yield pytest.param(spec, shape, spec.cases[0], layout, id=f"{sid}-{layout}")
 
 
 def parity_seed(spec, shape, dtype):
@@ -62,12 +71,12 @@ def parity_test(specs, strided_cases=(0,)):
 
     @pytest.mark.parametrize("backend", backend_params())
     @pytest.mark.parametrize("dtype", _spec.FLOAT_DTYPES)
-    @pytest.mark.parametrize("spec,shape,case,strided", list(parity_params(specs, strided_cases)))
-    def test_parity(spec, shape, case, strided, dtype, backend):
+    @pytest.mark.parametrize("spec,shape,case,layout", list(parity_params(specs, strided_cases)))
+    def test_parity(spec, shape, case, layout, dtype, backend):
         if backend not in spec.backends or dtype not in spec.dtypes:
             pytest.skip(f"{spec.name} does not claim {backend}/{dtype}")
         with on_backend(backend):
-            res = testing.check(spec, backend, dtype, shape, case, strided, seed=parity_seed(spec, shape, dtype))
+            res = testing.check(spec, backend, dtype, shape, case, layout, seed=parity_seed(spec, shape, dtype))
         assert res.ok, res.message
 
     return test_parity

@@ -39,6 +39,9 @@ class OpSpec:
     shapes: tuple = ()            # ordinary test shapes
     edge_shapes: tuple = ()       # one row, one element, odd lengths, long rows, empty
     bench_shapes: dict = field(default_factory=dict)  # {"decode": [...], "prefill": [...]}
+    # input layouts the parity tests run (braze.testing.LAYOUTS): strided rows,
+    # broadcast (stride-0) rows, data off a 16-byte boundary
+    layouts: tuple = ("contiguous", "strided", "broadcast", "misaligned")
     vjp: str | None = None        # name of the op's VJP op, for training ops
     doc: str = ""
 

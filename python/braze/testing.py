@@ -143,16 +143,67 @@ def _poisoned_like(r):
     return out
 
 
+LAYOUTS = ("contiguous", "strided", "broadcast", "misaligned")
+
+
+def _relayout(a, layout):
+    """A float input in `layout`: "broadcast" repeats the first row over every
+    leading axis with strides of 0 (a read-only view); "misaligned" moves the data one element
+    past a 16-byte boundary (same strides). Other arrays are left as they are."""
+    if not isinstance(a, np.ndarray) or not (a.dtype.kind == "f" or a.dtype == BF16):
+        return a
+    if layout == "broadcast" and a.ndim >= 2 and a.shape[0] > 1:
+        return np.broadcast_to(a[(0,) * (a.ndim - 1)], a.shape)
+    if layout == "misaligned" and a.size:
+        buf = np.empty(a.nbytes // a.itemsize + 16 // a.itemsize + 1, a.dtype)
+        start = (-buf.ctypes.data % 16) // a.itemsize + 1
+        out = buf[start:start + a.size].reshape(a.shape)
+        out[...] = a
+        return out
+    return a
+
+
+def _guarded(r, pad=37):
+    """An out= array like `r`, poisoned, inside a poisoned buffer with `pad`
+    elements before and after it (the guard regions); with the buffer."""
+    if r is None:
+        return None, None
+    mod = type(r).__module__.split(".")[0]
+    if mod != "numpy" or r.size == 0:
+        return _poisoned_like(r), None
+    buf = _poisoned_like(np.empty(r.size + 2 * pad, r.dtype))
+    return buf[pad:pad + r.size].reshape(r.shape), buf
+
+
+def _guards_intact(buf, pad=37):
+    if buf is None:
+        return True
+    edges = np.concatenate([buf[:pad], buf[-pad:]])
+    poison = _poisoned_like(edges)
+    return edges.tobytes() == poison.tobytes()
+
+
 def check(spec, backend, dtype, shape, case=None, strided=False, seed=0):
-    """Runs ``spec`` on ``backend`` and returns a Result (ok False with a message on mismatch)."""
+    """Runs ``spec`` on ``backend`` and returns a Result (ok False with a message on mismatch).
+
+    ``strided`` is a layout of the inputs (one of LAYOUTS; True means
+    "strided"). The op runs twice: allocating its outputs, then writing into
+    NaN-poisoned out= arrays inside guard regions that must stay untouched. It
+    must return as many outputs as the reference."""
     case = case or {}
+    layout = strided if isinstance(strided, str) else ("strided" if strided else "contiguous")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     rng = np.random.default_rng(seed)
-    args, kwargs = spec.make_inputs(tuple(shape), dtype, rng, case, strided)
+    args, kwargs = spec.make_inputs(tuple(shape), dtype, rng, case, layout == "strided")
+    args = tuple(_relayout(a, layout) for a in args)
     ref = _as_tuple(spec.reference(*[to_numpy64(a) if isinstance(a, np.ndarray) else a for a in args], **kwargs))
     bargs, bkw = convert_inputs(args, kwargs, backend)
     tol = spec.tolerance(dtype)
 
     got = _as_tuple(spec.fn(*bargs, **bkw))
+    if len(got) != len(ref):
+        return Result(False, np.inf, np.inf, f"{len(got)} outputs, the reference has {len(ref)}")
     worst = Result(True, 0.0, 0.0)
     for i, (g, r) in enumerate(zip(got, ref)):
         res = compare(g, r, tol, f"output {i}")
@@ -160,11 +211,16 @@ def check(spec, backend, dtype, shape, case=None, strided=False, seed=0):
             return res
         worst = Result(True, max(worst.max_err, res.max_err), max(worst.rel_err, res.rel_err))
 
-    outs = tuple(_poisoned_like(g) for g in got)
+    guarded = [_guarded(g) for g in got]
+    outs = tuple(o for o, _ in guarded)
     back = _as_tuple(spec.fn(*bargs, **bkw, **spec.out_kwargs(outs if len(outs) > 1 else outs[0])))
-    for i, (given, b, r) in enumerate(zip(outs, back, ref)):
+    if len(back) != len(ref):
+        return Result(False, np.inf, np.inf, f"out=: {len(back)} outputs, the reference has {len(ref)}")
+    for i, ((given, buf), b, r) in enumerate(zip(guarded, back, ref)):
         if given is not None and b is not given:
             return Result(False, np.inf, np.inf, f"out= output {i}: a different array came back")
+        if not _guards_intact(buf):
+            return Result(False, np.inf, np.inf, f"out= output {i}: written outside the array")
         res = compare(b, r, tol, f"out= output {i}")
         if not res.ok:
             return res
