@@ -2,7 +2,7 @@
 // the checks that build it. Each op's prepare_* validates its tensors (raising
 // TypeError / ValueError naming the argument) before anything is written.
 #pragma once
-#include "core/ops.h"
+#include "core/op_table.h"
 #include "core/tensor.h"
 
 namespace braze::norm {

@@ -6,7 +6,7 @@
 // and its largest logit is finite. argmax and sample return -1 for any other
 // row; the masks copy such a row unchanged.
 #pragma once
-#include "core/ops.h"
+#include "core/op_table.h"
 #include "core/tensor.h"
 
 namespace braze::sampling {
