@@ -4,6 +4,7 @@
 #pragma once
 #include "bindings/common.h"
 #include "core/norm.h"
+#include "core/ops.h"
 #include "core/rope.h"
 #include "core/sampling.h"
 
@@ -12,6 +13,14 @@ namespace braze::bind {
 void bind_norm(nb::module_& m, const Launcher<norm::Args>& ctx);
 void bind_rope(nb::module_& m, const Launcher<rope::Args>& ctx);
 void bind_sampling(nb::module_& m, const Launcher<sampling::Args>& ctx);
+
+// The ops family has one typed argument block per kernel kind.
+struct OpsLaunchers {
+  Launcher<ops::ActArgs> act;
+  Launcher<ops::EmbeddingArgs> embedding;
+  Launcher<ops::HadamardArgs> hadamard;
+};
+void bind_ops(nb::module_& m, const OpsLaunchers& l);
 
 // Every module: the exception translator, and as_bfloat16 (numpy has no
 // bfloat16 in DLPack: an ml_dtypes.bfloat16 array's uint16 view relabelled).
