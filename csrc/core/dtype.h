@@ -33,7 +33,7 @@ inline const char* dtype_name(DType t) {
   }
 }
 
-inline int dtype_size(DType t) {
+constexpr int dtype_size(DType t) {
   switch (t) {
     case DType::f64: case DType::i64: case DType::u64: return 8;
     case DType::f32: case DType::i32: case DType::u32: return 4;
@@ -41,6 +41,24 @@ inline int dtype_size(DType t) {
     default: return 1;
   }
 }
+
+// How an array's elements are stored: a plain dtype (a block of one element),
+// or a block code whose `block` logical elements take `block_bytes` bytes and
+// decode together (the quant family's formats: GGML q4_0 is 32 elements in 18
+// bytes, MX fp4 32 in 17). Byte counts of arrays go through bytes().
+struct Format {
+  DType dtype;          // the element type; uint8 for block codes
+  int32_t block;        // logical elements per block
+  int32_t block_bytes;  // bytes per block
+
+  constexpr Format(DType t) : dtype(t), block(1), block_bytes(dtype_size(t)) {}  // NOLINT: implicit on purpose
+  constexpr Format(int32_t elements, int32_t bytes) : dtype(DType::u8), block(elements), block_bytes(bytes) {}
+
+  // Bytes of `elements` logical elements; -1 when they are not whole blocks.
+  constexpr int64_t bytes(int64_t elements) const {
+    return elements % block ? -1 : elements / block * block_bytes;
+  }
+};
 
 inline bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 

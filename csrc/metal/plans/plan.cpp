@@ -26,7 +26,7 @@ BufferRef Plan::array(const void* ptr, std::uint64_t bytes, bool output) {
 
 std::uint64_t row_bytes(std::int64_t rows, std::int64_t cols, std::int64_t stride, DType t) {
   if (rows <= 0 || cols <= 0) return 0;
-  return (std::uint64_t(rows - 1) * std::uint64_t(stride) + std::uint64_t(cols)) * std::uint64_t(dtype_size(t));
+  return std::uint64_t(Format(t).bytes(std::int64_t(rows - 1) * stride + cols));
 }
 
 }  // namespace braze::metal
