@@ -88,6 +88,31 @@ inline bool any_greater(vf a, vf b) {
 #endif
 }
 
+// One bit per lane of a comparison result, lane 0 the lowest.
+inline uint32_t mask_bits(vi m) {
+#if defined(__AVX512F__)
+  __m512i v;
+  memcpy(&v, &m, sizeof v);
+  return _mm512_cmpneq_epi32_mask(v, _mm512_setzero_si512());
+#elif defined(__AVX__)
+  return uint32_t(_mm256_movemask_ps((__m256)m));
+#else
+  uint32_t b = 0;
+  for (int i = 0; i < W; ++i) b |= uint32_t(m[i] != 0) << i;
+  return b;
+#endif
+}
+
+// W doubles (two native vectors): sums of many floats kept in double, as
+// sequential double sums would be, without a dependency chain per element.
+typedef double vdw __attribute__((vector_size(8 * W)));
+inline vdw widen(vf v) { return __builtin_convertvector(v, vdw); }
+inline double hsum(vdw v) {
+  double s = 0;
+  for (int i = 0; i < W; ++i) s += v[i];
+  return s;
+}
+
 template <class D> inline vf load(const typename D::T* p);
 template <class D> inline void store(typename D::T* p, vf v);
 
