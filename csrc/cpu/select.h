@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cpu/simd.h"
@@ -30,9 +31,9 @@ namespace braze::cpu::BRAZE_ISA::rowsel {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kBlock = 64;      // elements per block max: a multiple of W
 constexpr int64_t kSumBlock = 256;  // elements per block sum of the draw
-constexpr int kBins = 512;          // mass histogram over (m - x) / T in [0, 32)
-constexpr float kBinScale = 16.f;
-constexpr int kHists = 4;  // lanes spread over copies, so repeated bins do not chain
+constexpr int kBins = 2048;  // mass histogram over (m - x) / T in [0, 32)
+constexpr float kBinScale = 64.f;
+constexpr int kHists = 2;  // lanes spread over copies, so repeated bins chain less
 
 // ---------------------------------------------------------------- pass 1
 struct RowMax {
@@ -131,7 +132,7 @@ template <class D> ArgMax arg_max(const typename D::T* x, int64_t n) {
 struct List {
   std::vector<int32_t> idx;
   std::vector<float> val, e;
-  std::vector<int32_t> order;
+  std::vector<std::pair<float, float>> pairs;  // (value, e), for sorting
   size_t size() const { return idx.size(); }
 };
 
@@ -197,15 +198,15 @@ inline float list_kth(List& L, int64_t k) {
 // rounding leaves the target unreached; -inf when no entry has mass.
 inline float list_cut(List& L, double above, double target) {
   const size_t n = L.size();
-  L.order.resize(n);
-  for (size_t i = 0; i < n; ++i) L.order[i] = int32_t(i);
-  std::sort(L.order.begin(), L.order.end(), [&](int32_t a, int32_t b) { return L.val[a] > L.val[b]; });
+  L.pairs.resize(n);
+  for (size_t i = 0; i < n; ++i) L.pairs[i] = {L.val[i], L.e[i]};
+  std::sort(L.pairs.begin(), L.pairs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   double acc = above;
   float lowest = -kInf;
   for (size_t j = 0; j < n;) {
-    const float v = L.val[L.order[j]];
+    const float v = L.pairs[j].first;
     double g = 0;
-    for (; j < n && L.val[L.order[j]] == v; ++j) g += L.e[L.order[j]];
+    for (; j < n && L.pairs[j].first == v; ++j) g += L.pairs[j].second;
     if (g == 0) continue;
     lowest = v;
     acc += g;
@@ -247,18 +248,18 @@ template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mas
   double total = 0;
   for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
     const int64_t len = std::min(kSumBlock, n - b0);
-    vdw acc{};
+    DoubleSum acc;
     lanes(len, [&](int64_t j, int64_t c) {
       const vf v = ld<D>(x + b0, j, c, -kInf);
       const vf z = (v - ms.mm) * ms.it;
       const vf e = ms.kept(v, vexp(z));
-      acc += widen(e);
+      acc.add(e);
       if (hist) {
         const vi bin = __builtin_convertvector(vmin(z * -kBinScale, splat(float(kBins - 1))), vi);
         for (int l = 0; l < W; ++l) hist[l % kHists][bin[l]] += double(e[l]);
       }
     });
-    bsum[b] = hsum(acc);
+    bsum[b] = acc.sum();
     total += bsum[b];
   }
   return total;

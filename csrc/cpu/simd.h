@@ -103,15 +103,31 @@ inline uint32_t mask_bits(vi m) {
 #endif
 }
 
-// W doubles (two native vectors): sums of many floats kept in double, as
-// sequential double sums would be, without a dependency chain per element.
-typedef double vdw __attribute__((vector_size(8 * W)));
-inline vdw widen(vf v) { return __builtin_convertvector(v, vdw); }
-inline double hsum(vdw v) {
-  double s = 0;
-  for (int i = 0; i < W; ++i) s += v[i];
-  return s;
-}
+// Sums of many floats kept in double, as sequential double sums would be,
+// without a dependency chain per element: W doubles in two native vectors
+// (a single W-double vector type is spilled to the stack by GCC).
+typedef double vdh __attribute__((vector_size(4 * W)));
+struct DoubleSum {
+  vdh lo{}, hi{};
+  void add(vf v) {
+#if defined(__AVX512F__)
+    lo += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), vdh);
+    hi += __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), vdh);
+#elif defined(__AVX__)
+    lo += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), vdh);
+    hi += __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), vdh);
+#else
+    lo += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), vdh);
+    hi += __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), vdh);
+#endif
+  }
+  double sum() const {
+    const vdh t = lo + hi;
+    double s = 0;
+    for (int i = 0; i < W / 2; ++i) s += t[i];
+    return s;
+  }
+};
 
 template <class D> inline vf load(const typename D::T* p);
 template <class D> inline void store(typename D::T* p, vf v);
