@@ -337,3 +337,70 @@ def test_bad_out_is_left_untouched():
     with pytest.raises(ValueError, match="out"):
         S.softmax(x, out=out[:3])
     assert (out == 7.0).all()
+
+
+# ---------------------------------------------------------------- sampler paths, tokens pinned to the reference
+def _pinned_rows(kind, shape, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        return (rng.normal(size=shape) * 2).astype(np.float32)
+    if kind == "peaky":
+        return (rng.normal(size=shape) * 6).astype(np.float32)
+    if kind == "ties":  # many equal values at every threshold
+        return np.round(rng.normal(size=shape) * 1.5).astype(np.float32)
+    x = (rng.normal(size=shape) * 2).astype(np.float32)  # special rows
+    x[:, ::5] = -np.inf
+    x[1, shape[1] // 3] = np.nan
+    x[2] = -np.inf
+    x[3, 7] = np.inf
+    return x
+
+
+# top_k goes through the block-max bound, min_p through the log(min_p) bound,
+# top_p / plain through the block sums and the mass histogram; flat rows and a
+# large k through the radix select.
+_PINNED_MIXES = [{}, {"top_k": 50}, {"top_p": 0.9}, {"min_p": 0.05}, {"top_k": 50, "top_p": 0.9, "min_p": 0.05},
+                 {"temperature": 0.8, "top_p": 0.5}, {"temperature": 0.8, "top_k": 7, "top_p": 0.9, "min_p": 0.05},
+                 {"min_p": 0.001, "top_p": 0.95}, {"top_k": 3000}]
+
+
+@pytest.mark.parametrize("isa", braze._cpu.isas_supported())
+@pytest.mark.parametrize("kind", ["normal", "peaky", "ties", "special"])
+def test_sample_tokens_match_the_reference(isa, kind):
+    x = _pinned_rows(kind, (6, 20000), 17)
+    x64 = x.astype(np.float64)
+    with cpu_isa(isa):
+        for kw in _PINNED_MIXES:
+            for seed in (0, 5, 123):
+                tok = S.sample(x, seed=seed, offset=2, **kw)
+                want = ref.sample(x64, seed=seed, offset=2, **kw)
+                assert np.array_equal(tok, want), f"{kind} {kw} seed {seed}: {tok} vs {want}"
+        if kind == "special":
+            assert S.sample(x, top_k=50).tolist()[1:4] == [-1, -1, -1]
+
+
+@pytest.mark.parametrize("isa", braze._cpu.isas_supported())
+def test_sample_flat_rows_take_the_radix_select(isa):
+    x = np.zeros((3, 9000), np.float32)
+    x[1, 100:200] = 1.0  # a 100-way tie at the top
+    with cpu_isa(isa):
+        for kw in ({"top_k": 50}, {"top_p": 0.5}, {"top_k": 50, "top_p": 0.3}):
+            for seed in (1, 2):
+                assert np.array_equal(S.sample(x, seed=seed, **kw), ref.sample(x.astype(np.float64), seed=seed, **kw))
+
+
+@pytest.mark.parametrize("isa", braze._cpu.isas_supported())
+def test_argmax_long_rows_split_over_threads(isa):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 300001)).astype(np.float32)
+    x[0, 150000] = x[0, 150001] = x[0, 299999] = 9.0  # ties across the parts: the first wins
+    x[1, 250000] = np.nan  # a NaN in the last part only
+    with cpu_isa(isa):
+        assert S.argmax(x).tolist() == [150000, -1]
+        assert S.argmax(x[:1]).tolist() == [150000]
+        y = x[1:].copy()
+        y[0, 250000] = -np.inf
+        y[0, 300000] = np.inf
+        assert S.argmax(y).tolist() == [-1]
+        y[0, 300000] = 0
+        assert S.argmax(y).tolist() == [int(np.argmax(y[0]))]

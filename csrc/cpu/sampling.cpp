@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/philox.h"
+#include "cpu/select.h"
 #include "cpu/simd.h"
 
 namespace braze::cpu::BRAZE_ISA {
@@ -338,16 +339,48 @@ template <class D> void mask_rows(const Args& a, int64_t r0, int64_t r1) {
   }
 }
 
-// ---------------------------------------------------------------- argmax, sample
-template <class D> void argmax_rows(const Args& a, int64_t r0, int64_t r1) {
-  Workspace& ws = tls_ws;
-  for (int64_t r = r0; r < r1; ++r) {
-    const float m = load_row<D>(a, r, ws);
-    static_cast<int32_t*>(a.y)[r] = std::isnan(m) ? -1 : int32_t(first_equal(ws.x.data(), a.cols, m));
+// ---------------------------------------------------------------- argmax
+// Rows over the threads; rows fewer than threads are split in parts too, and
+// the parts' (max, first index) combined in order.
+template <class D> void argmax_run(const Args& a) {
+  using T = typename D::T;
+  const int64_t n = a.cols, row_bytes = n * int64_t(sizeof(T));
+  const auto row = [&](int64_t r) { return static_cast<const T*>(a.x) + r * a.x_stride; };
+  int32_t* y = static_cast<int32_t*>(a.y);
+  const auto token = [](const rowsel::ArgMax& am) { return am.nan || !std::isfinite(am.m) ? -1 : int32_t(am.i); };
+  constexpr int64_t kMinPart = 1 << 16;  // bytes: below this a part costs more to hand out than it saves
+  if (a.rows == 0) return;
+  const int64_t threads = num_threads();
+  const int64_t parts = a.rows >= threads ? 1 : std::min((threads + a.rows - 1) / a.rows, row_bytes / kMinPart);
+  if (parts <= 1) {
+    parallel_rows(a.rows, row_bytes, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) y[r] = token(rowsel::arg_max<D>(row(r), n));
+    });
+    return;
+  }
+  std::vector<rowsel::ArgMax> part(size_t(a.rows * parts));
+  parallel_for(a.rows * parts, [&](int64_t t, int) {
+    const int64_t r = t / parts, q = t % parts, c0 = n * q / parts, c1 = n * (q + 1) / parts;
+    rowsel::ArgMax am = rowsel::arg_max<D>(row(r) + c0, c1 - c0);
+    am.i += c0;
+    part[size_t(t)] = am;
+  });
+  for (int64_t r = 0; r < a.rows; ++r) {
+    rowsel::ArgMax best = part[size_t(r * parts)];
+    for (int64_t q = 1; q < parts; ++q) {
+      const rowsel::ArgMax& p = part[size_t(r * parts + q)];
+      best.nan |= p.nan;
+      if (p.m > best.m) best = {p.m, p.i, best.nan};  // strict: the first part with the max wins
+    }
+    y[r] = token(best);
   }
 }
 
-template <class D> int32_t sample_row(const Args& a, int64_t r, Workspace& ws) {
+// ---------------------------------------------------------------- sample
+// The general sampler: the row in f32, radix selects over all of it. The
+// fast one (sample_row) falls back to it where its candidate lists would be
+// long: many ties at the top-k bound, a large k, a top-p cut deep in the tail.
+template <class D> int32_t sample_row_radix(const Args& a, int64_t r, Workspace& ws) {
   const float m = load_row<D>(a, r, ws);
   if (std::isnan(m)) return -1;
   const float t = a.temperature.at(r);
@@ -381,8 +414,87 @@ template <class D> int32_t sample_row(const Args& a, int64_t r, Workspace& ws) {
   return int32_t(last);
 }
 
+struct SampleWorkspace {
+  std::vector<float> bmax, kth;
+  std::vector<double> bsum;
+  rowsel::List list;
+  double hist[rowsel::kHists][rowsel::kBins];
+};
+thread_local SampleWorkspace tls_sample;
+
+template <class D> int32_t sample_row(const Args& a, int64_t r, SampleWorkspace& ws) {
+  using namespace rowsel;
+  using T = typename D::T;
+  const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+  const int64_t n = a.cols, nb = (n + kBlock - 1) / kBlock;
+  ws.bmax.resize(size_t(nb));
+  const RowMax rm = row_max<D>(x, n, ws.bmax.data());
+  if (!rm.valid()) return -1;
+  const float m = rm.m, t = a.temperature.at(r);
+  const int64_t k = a.top_k.at(r);
+  if (!(t > 0) || k == 1) return int32_t(rowsel::first_equal<D>(x, n, m));
+  const float it = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
+  const auto u = [&] { return philox::row_uniform(a.seed, a.offset, uint64_t(r)); };
+  const auto radix = [&] { return sample_row_radix<D>(a, r, tls_ws); };
+  const size_t cap = size_t(std::clamp<int64_t>(n / 4, 1024, 16384));
+  List& L = ws.list;
+  bool listed = false;
+  float cut_k = -kInf;
+  if (k > 1 && k < n) {
+    if (k > nb) return radix();
+    ws.kth.assign(ws.bmax.begin(), ws.bmax.end());
+    std::nth_element(ws.kth.begin(), ws.kth.begin() + (k - 1), ws.kth.end(), std::greater<float>());
+    const vf bound = splat(ws.kth[size_t(k - 1)]);
+    if (!gather<D>(x, n, L, cap, [&](vf v, int64_t) { return v >= bound; })) return radix();
+    cut_k = list_kth(L, k);
+    listed = true;
+  } else if (mp > 0) {
+    // vexp is within a few ulp of exp: the margin keeps every e >= mp on the list.
+    const vf mm = splat(m), itv = splat(it), zmin = splat(float(std::log(double(mp)) * (1 + 1e-4) - 1e-3));
+    listed = gather<D>(x, n, L, cap, [&](vf v, int64_t) { return (v - mm) * itv >= zmin; });
+  }
+  if (listed) {
+    list_exp(L, m, it);
+    list_keep(L, cut_k, mp);
+    float cut_p = -kInf;
+    if (p < 1) {
+      double total = 0;
+      for (float e : L.e) total += e;
+      cut_p = list_cut(L, 0, double(p) * total);
+    }
+    return int32_t(list_draw(L, cut_p, u()));
+  }
+  ws.bsum.resize(size_t((n + kSumBlock - 1) / kSumBlock));
+  const Mass all{mp, -kInf, splat(m), splat(it)};
+  if (p >= 1) {
+    const double total = mass_pass<D>(x, n, all, ws.bsum.data(), nullptr);
+    return int32_t(block_draw<D>(x, n, all, ws.bsum.data(), total, u()));
+  }
+  std::fill(&ws.hist[0][0], &ws.hist[0][0] + kHists * kBins, 0.0);
+  const double target = double(p) * mass_pass<D>(x, n, all, ws.bsum.data(), ws.hist);
+  // The bin where the mass from the top reaches the target (the lowest with mass if rounding never lets it).
+  int bin = -1;
+  double above = 0, above_bin = 0;
+  for (int j = 0; j < kBins; ++j) {
+    double g = 0;
+    for (int h = 0; h < kHists; ++h) g += ws.hist[h][j];
+    if (g == 0) continue;
+    bin = j;
+    above_bin = above;
+    if (above + g >= target) break;
+    above += g;
+  }
+  const vi want = vi{} + bin;
+  if (!gather<D>(x, n, L, cap, [&](vf v, int64_t) { return bin_of(v, all) == want; })) return radix();
+  list_exp(L, m, it);
+  list_keep(L, -kInf, mp);
+  const Mass top{mp, list_cut(L, above_bin, target), splat(m), splat(it)};
+  const double total = mass_pass<D>(x, n, top, ws.bsum.data(), nullptr);
+  return int32_t(block_draw<D>(x, n, top, ws.bsum.data(), total, u()));
+}
+
 template <class D> void sample_rows(const Args& a, int64_t r0, int64_t r1) {
-  Workspace& ws = tls_ws;
+  SampleWorkspace& ws = tls_sample;
   for (int64_t r = r0; r < r1; ++r) static_cast<int32_t*>(a.y)[r] = sample_row<D>(a, r, ws);
 }
 
@@ -418,7 +530,7 @@ template <class D> void run_typed(const Args& a) {
     case Op::softmax: case Op::log_softmax: case Op::logsumexp:
       return parallel_rows(a.rows, 4 * row_bytes, [&](int64_t r0, int64_t r1) { normalize_rows<D>(a, r0, r1); });
     case Op::argmax:
-      return parallel_rows(a.rows, 2 * row_bytes, [&](int64_t r0, int64_t r1) { argmax_rows<D>(a, r0, r1); });
+      return argmax_run<D>(a);
     case Op::top_k_mask: case Op::top_p_mask: case Op::min_p_mask:
       return parallel_rows(a.rows, 16 * row_bytes, [&](int64_t r0, int64_t r1) { mask_rows<D>(a, r0, r1); });
     case Op::sample:

@@ -88,6 +88,47 @@ inline bool any_greater(vf a, vf b) {
 #endif
 }
 
+// One bit per lane of a comparison result, lane 0 the lowest.
+inline uint32_t mask_bits(vi m) {
+#if defined(__AVX512F__)
+  __m512i v;
+  memcpy(&v, &m, sizeof v);
+  return _mm512_cmpneq_epi32_mask(v, _mm512_setzero_si512());
+#elif defined(__AVX__)
+  return uint32_t(_mm256_movemask_ps((__m256)m));
+#else
+  uint32_t b = 0;
+  for (int i = 0; i < W; ++i) b |= uint32_t(m[i] != 0) << i;
+  return b;
+#endif
+}
+
+// Sums of many floats kept in double, as sequential double sums would be,
+// without a dependency chain per element: W doubles in two native vectors
+// (a single W-double vector type is spilled to the stack by GCC).
+typedef double vdh __attribute__((vector_size(4 * W)));
+struct DoubleSum {
+  vdh lo{}, hi{};
+  void add(vf v) {
+#if defined(__AVX512F__)
+    lo += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), vdh);
+    hi += __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), vdh);
+#elif defined(__AVX__)
+    lo += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), vdh);
+    hi += __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), vdh);
+#else
+    lo += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), vdh);
+    hi += __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), vdh);
+#endif
+  }
+  double sum() const {
+    const vdh t = lo + hi;
+    double s = 0;
+    for (int i = 0; i < W / 2; ++i) s += t[i];
+    return s;
+  }
+};
+
 template <class D> inline vf load(const typename D::T* p);
 template <class D> inline void store(typename D::T* p, vf v);
 

@@ -1,0 +1,318 @@
+// Building blocks of the CPU argmax and sampler (included by sampling.cpp,
+// once per ISA). The sampler reads a row from memory once (its max, NaN and
+// block maxima), then works on the cached row or on a short candidate list:
+//
+// * top-k: the k-th largest block max is a lower bound L of the k-th largest
+//   element (k blocks each hold an element >= L), so the elements >= L, a
+//   list of about k, hold every token top-k can keep.
+// * min-p: e >= min_p needs (x - m) / T >= log(min_p) (less a margin for the
+//   exp's rounding), again a short list on real rows.
+// * otherwise the row's mass: one pass sums e = exp((x - m) / T) in double
+//   per block of kSumBlock elements (and, for top-p, into a histogram of
+//   (m - x) / T in bins of 1/kBinScale); the top-p cut lies in the bin where
+//   the mass from the top crosses p * total, so only that bin is sorted; the
+//   draw walks the block sums and re-reads one block.
+//
+// e is computed exactly as before (vexp((x - m) * (1 / T)) per element) and
+// the kept sets are the same; only the order of the double sums differs,
+// which moves a token only where u * total meets a partial sum within ~1e-16.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "cpu/simd.h"
+
+namespace braze::cpu::BRAZE_ISA::rowsel {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kBlock = 64;      // elements per block max: a multiple of W
+constexpr int64_t kSumBlock = 256;  // elements per block sum of the draw
+constexpr int kBins = 2048;  // mass histogram over (m - x) / T in [0, 32)
+constexpr float kBinScale = 64.f;
+constexpr int kHists = 2;  // lanes spread over copies, so repeated bins chain less
+
+// ---------------------------------------------------------------- pass 1
+struct RowMax {
+  float m;      // max (NaN ignored)
+  bool nan;     // the row holds a NaN
+  bool valid() const { return !nan && std::isfinite(m); }
+};
+
+// The row max and NaN flag; block maxima into bmax[ceil(n / kBlock)] when given.
+template <class D> RowMax row_max(const typename D::T* x, int64_t n, float* bmax) {
+  const vf ninf = splat(-kInf);
+  vf mv = ninf;
+  vi nan{};
+  int64_t i = 0, b = 0;
+  for (; i + kBlock <= n; i += kBlock, ++b) {
+    vf a = ninf, c = ninf;
+    for (int64_t j = 0; j < kBlock; j += 2 * W) {
+      const vf v0 = load<D>(x + i + j), v1 = load<D>(x + i + j + W);
+      nan |= (v0 != v0) | (v1 != v1);
+      a = vmax(v0, a);  // vmax(v, acc) keeps acc when v is NaN
+      c = vmax(v1, c);
+    }
+    a = vmax(a, c);
+    if (bmax) bmax[b] = hmax(a);
+    mv = vmax(a, mv);
+  }
+  if (i < n) {
+    vf a = ninf;
+    lanes(n - i, [&](int64_t j, int64_t c) {
+      const vf v = ld<D>(x + i, j, c, -kInf);
+      nan |= v != v;
+      a = vmax(v, a);
+    });
+    if (bmax) bmax[b] = hmax(a);
+    mv = vmax(a, mv);
+  }
+  return {hmax(mv), any(nan)};
+}
+
+template <class D> int64_t first_equal(const typename D::T* x, int64_t n, float m) {
+  const vf mm = splat(m);
+  int64_t found = -1;
+  for (int64_t i = 0; i < n && found < 0; i += W) {
+    const int64_t c = std::min<int64_t>(W, n - i);
+    const uint32_t bits = mask_bits(ld<D>(x, i, c, std::numeric_limits<float>::quiet_NaN()) == mm);
+    if (bits) found = i + __builtin_ctz(bits);
+  }
+  return found;
+}
+
+// ---------------------------------------------------------------- argmax
+// Max and first index of [0, n): a chunk's max first (vmax only), the chunk
+// read again from L1 only when it raises some lane's max.
+struct ArgMax {
+  float m;
+  int64_t i;
+  bool nan;
+};
+template <class D> ArgMax arg_max(const typename D::T* x, int64_t n) {
+  constexpr int64_t kChunk = 8 * W;
+  const vf ninf = splat(-kInf);
+  vf best = ninf;
+  vi at{}, nan{};
+  vi lane;
+  for (int l = 0; l < W; ++l) lane[l] = l;
+  const auto track = [&](vf v, int64_t i) {
+    const vi gt = v > best;  // strict: a lane keeps its first max
+    best = select(gt, v, best);
+    at = (at & ~gt) | ((lane + int32_t(i)) & gt);
+  };
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk) {
+    vf a = ninf, c = ninf;
+    for (int64_t j = 0; j < kChunk; j += 2 * W) {
+      const vf v0 = load<D>(x + i + j), v1 = load<D>(x + i + j + W);
+      nan |= (v0 != v0) | (v1 != v1);
+      a = vmax(v0, a);
+      c = vmax(v1, c);
+    }
+    if (any_greater(vmax(a, c), best))
+      for (int64_t j = 0; j < kChunk; j += W) track(load<D>(x + i + j), i + j);
+  }
+  lanes(n - i, [&](int64_t j, int64_t c) {
+    const vf v = ld<D>(x + i, j, c, -kInf);
+    nan |= v != v;
+    track(v, i + j);
+  });
+  const float m = hmax(best);
+  int64_t first = -1;
+  for (int l = 0; l < W; ++l)
+    if (best[l] == m && (first < 0 || at[l] < first)) first = at[l];
+  return {m, first < 0 ? 0 : first, any(nan)};
+}
+
+// ---------------------------------------------------------------- candidate lists
+struct List {
+  std::vector<int32_t> idx;
+  std::vector<float> val, e;
+  std::vector<std::pair<float, float>> pairs;  // (value, e), for sorting
+  size_t size() const { return idx.size(); }
+};
+
+// Appends (i, x[i]) for every i with pred(v, i) set, in index order; false
+// (list left partial) once it would pass `cap`.
+template <class D, class Pred> bool gather(const typename D::T* x, int64_t n, List& out, size_t cap, Pred pred) {
+  out.idx.clear();
+  out.val.clear();
+  bool ok = true;
+  lanes(n, [&](int64_t i, int64_t c) {
+    if (!ok) return;
+    const vf v = ld<D>(x, i, c, -kInf);
+    uint32_t bits = mask_bits(pred(v, i)) & (c == W ? ~0u : (1u << c) - 1);
+    if (!bits) return;
+    if (out.idx.size() + __builtin_popcount(bits) > cap) {
+      ok = false;
+      return;
+    }
+    for (; bits; bits &= bits - 1) {
+      const int l = __builtin_ctz(bits);
+      out.idx.push_back(int32_t(i + l));
+      out.val.push_back(v[l]);
+    }
+  });
+  return ok;
+}
+
+// e = vexp((val - m) * it) of every list entry, as the row passes compute it.
+inline void list_exp(List& L, float m, float it) {
+  const size_t n = L.size();
+  L.e.resize(n + W);
+  const vf mm = splat(m), t = splat(it);
+  lanes(int64_t(n), [&](int64_t i, int64_t c) { st<F32>(L.e.data(), i, c, vexp((ld<F32>(L.val.data(), i, c) - mm) * t)); });
+  L.e.resize(n);
+}
+
+// Keeps the entries with val >= cut_k and e >= mp, in place.
+inline void list_keep(List& L, float cut_k, float mp) {
+  size_t o = 0;
+  for (size_t i = 0; i < L.size(); ++i) {
+    if (!(L.val[i] >= cut_k && L.e[i] >= mp)) continue;
+    L.idx[o] = L.idx[i];
+    L.val[o] = L.val[i];
+    L.e[o] = L.e[i];
+    ++o;
+  }
+  L.idx.resize(o);
+  L.val.resize(o);
+  L.e.resize(o);
+}
+
+// The k-th largest value of the list (k in [1, size]).
+inline float list_kth(List& L, int64_t k) {
+  std::vector<float>& v = L.e;  // scratch: e is computed after the cut
+  v.assign(L.val.begin(), L.val.end());
+  std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), std::greater<float>());
+  return v[size_t(k - 1)];
+}
+
+// The top-p cut among the list's entries [0, size) given the mass `above`
+// of everything larger than all of them: the largest value whose entries at
+// or above it, plus `above`, reach `target`; the lowest value with mass when
+// rounding leaves the target unreached; -inf when no entry has mass.
+inline float list_cut(List& L, double above, double target) {
+  const size_t n = L.size();
+  L.pairs.resize(n);
+  for (size_t i = 0; i < n; ++i) L.pairs[i] = {L.val[i], L.e[i]};
+  std::sort(L.pairs.begin(), L.pairs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  double acc = above;
+  float lowest = -kInf;
+  for (size_t j = 0; j < n;) {
+    const float v = L.pairs[j].first;
+    double g = 0;
+    for (; j < n && L.pairs[j].first == v; ++j) g += L.pairs[j].second;
+    if (g == 0) continue;
+    lowest = v;
+    acc += g;
+    if (acc >= target) return v;
+  }
+  return lowest;
+}
+
+// The draw over the list's entries with val >= cut, in index order: the first
+// whose running mass exceeds u * total; -1 when none has mass.
+inline int64_t list_draw(const List& L, float cut, float u) {
+  double total = 0;
+  for (size_t i = 0; i < L.size(); ++i)
+    if (L.val[i] >= cut) total += L.e[i];
+  const double target = double(u) * total;
+  double cum = 0;
+  int64_t last = -1;
+  for (size_t i = 0; i < L.size(); ++i) {
+    if (!(L.val[i] >= cut) || L.e[i] == 0) continue;
+    cum += L.e[i];
+    last = L.idx[i];
+    if (cum > target) return last;
+  }
+  return last;
+}
+
+// ---------------------------------------------------------------- row mass
+struct Mass {
+  const float mp, cut;  // kept: e >= mp and x >= cut
+  const vf mm, it;
+  vf e_of(vf v) const { return vexp((v - mm) * it); }
+  vf kept(vf v, vf e) const { return select((e >= splat(mp)) & (v >= splat(cut)), e, vf{}); }
+};
+
+// Block sums of the kept mass into bsum[ceil(n / kSumBlock)]; with `hist`,
+// the kept mass by bin of (m - x) / T too. Returns the total.
+template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mass& ms, double* bsum,
+                                    double (*hist)[kBins]) {
+  double total = 0;
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
+    const int64_t len = std::min(kSumBlock, n - b0);
+    DoubleSum acc;
+    lanes(len, [&](int64_t j, int64_t c) {
+      const vf v = ld<D>(x + b0, j, c, -kInf);
+      const vf z = (v - ms.mm) * ms.it;
+      const vf e = ms.kept(v, vexp(z));
+      acc.add(e);
+      if (hist) {
+        const vi bin = __builtin_convertvector(vmin(z * -kBinScale, splat(float(kBins - 1))), vi);
+        for (int l = 0; l < W; ++l) hist[l % kHists][bin[l]] += double(e[l]);
+      }
+    });
+    bsum[b] = acc.sum();
+    total += bsum[b];
+  }
+  return total;
+}
+
+// The bin of (m - x) / T that mass_pass gives v (same float operations).
+inline vi bin_of(vf v, const Mass& ms) {
+  return __builtin_convertvector(vmin((v - ms.mm) * ms.it * -kBinScale, splat(float(kBins - 1))), vi);
+}
+
+// The draw over the kept mass from the block sums: the first element, in
+// index order, whose running mass exceeds u * total; -1 when none has mass.
+template <class D> int64_t block_draw(const typename D::T* x, int64_t n, const Mass& ms, const double* bsum,
+                                      double total, float u) {
+  const double target = double(u) * total;
+  const int64_t nb = (n + kSumBlock - 1) / kSumBlock;
+  double cum = 0;
+  int64_t last = -1;
+  for (int64_t b = 0; b < nb; ++b) {
+    if (bsum[b] == 0) continue;
+    if (cum + bsum[b] <= target) {
+      cum += bsum[b];
+      continue;
+    }
+    // Within the block, element by element (the sums may round apart: go on if so).
+    const int64_t b0 = b * kSumBlock, len = std::min(kSumBlock, n - b0);
+    int64_t hit = -1;
+    lanes(len, [&](int64_t j, int64_t c) {
+      if (hit >= 0) return;
+      const vf v = ld<D>(x + b0, j, c, -kInf);
+      const vf e = ms.kept(v, ms.e_of(v));
+      for (int l = 0; l < c && hit < 0; ++l) {
+        if (e[l] == 0) continue;
+        cum += e[l];
+        last = b0 + j + l;
+        if (cum > target) hit = last;
+      }
+    });
+    if (hit >= 0) return hit;
+  }
+  // u * total was not reached (rounding): the last element with mass.
+  for (int64_t b = nb - 1; b >= 0; --b) {
+    if (bsum[b] == 0) continue;
+    const int64_t b0 = b * kSumBlock, len = std::min(kSumBlock, n - b0);
+    lanes(len, [&](int64_t j, int64_t c) {
+      const vf v = ld<D>(x + b0, j, c, -kInf);
+      const vf e = ms.kept(v, ms.e_of(v));
+      for (int l = 0; l < c; ++l)
+        if (e[l] != 0) last = b0 + j + l;
+    });
+    break;
+  }
+  return last;
+}
+
+}  // namespace braze::cpu::BRAZE_ISA::rowsel
