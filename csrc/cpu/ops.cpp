@@ -1,0 +1,351 @@
+// The ops family on the CPU: activations (gated or not), the embedding gather
+// and the Hadamard transform. Rows (and, for few long rows, column ranges of
+// them) are split over the thread pool; math in f32 vectors of W lanes.
+#include "cpu/ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/hadamard.h"
+#include "cpu/simd.h"
+
+namespace braze::cpu::BRAZE_ISA {
+namespace {
+
+using ops::Act;
+
+// ---------------------------------------------------------------- activations
+// silu(g) = g / (1 + e^-g): one vexp (about 2 ulp) and a division.
+inline vf vsilu(vf g) { return g / (1.f + vexp(-g)); }
+
+// gelu with the tanh approximation, through 1 + tanh(z) = 2 / (1 + e^-2z):
+// g / (1 + e^(-2 sqrt(2/pi) (g + 0.044715 g^3))), exact in that identity, so
+// the error is vexp's plus a few roundings (a few ulp).
+inline vf vgelu_tanh(vf g) {
+  constexpr float k = 2 * 0.7978845608028654f;  // 2 sqrt(2/pi)
+  const vf z = (g + 0.044715f * g * g * g) * k;
+  return g / (1.f + vexp(-z));
+}
+
+// gelu(g) = g Phi(g), Phi(g) = erfc(-g / sqrt 2) / 2. erfc(z) for z >= 0 is the
+// Chebyshev fit of Numerical Recipes (2nd ed., sec. 6.2, "erfcc"): t = 1 /
+// (1 + z/2), erfc(z) = t exp(-z^2 + P(t)), fractional error < 1.2e-7 over all
+// z >= 0. Phi of a negative g is then accurate relative to itself (no 1 - erf
+// cancellation); f32 rounding of the exponent adds about 6e-8 * z^2 relative
+// (1e-6 at g = -5.7, where gelu is -6e-8 * 5.7). Phi(g >= 0) = 1 - erfc/2.
+inline vf vgelu_erf(vf g) {
+  const vf z = select(g < 0.f, -g, g) * 0.7071067811865476f;
+  const vf t = 1.f / (1.f + 0.5f * z);
+  vf p = splat(0.17087277f);
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  const vf half_erfc = 0.5f * t * vexp(p - z * z);
+  return g * select(g < 0.f, half_erfc, 1.f - half_erfc);
+}
+
+struct Params {
+  float alpha, limit;
+};
+
+// The activation of a gate g and an up value u (u unused when not gated).
+template <Act A> inline vf act(vf g, vf u, const Params& p) {
+  if constexpr (A == Act::silu) {
+    return vsilu(g) * u;
+  } else if constexpr (A == Act::gelu_erf) {
+    return vgelu_erf(g) * u;
+  } else if constexpr (A == Act::gelu_tanh) {
+    return vgelu_tanh(g) * u;
+  } else {
+    // min(limit, g) with limit first: vmin returns its second operand on NaN, so NaN stays NaN.
+    const vf gc = vmin(splat(p.limit), g);
+    const vf uc = vmax(splat(-p.limit), vmin(splat(p.limit), u));
+    return gc / (1.f + vexp(-p.alpha * gc)) * (uc + 1.f);
+  }
+}
+
+// (a0 a1 a2 a3 ..., b0 b1 ...) -> evens (a0 a2 ... b0 b2 ...) and odds (a1 a3 ... b1 b3 ...).
+inline void deinterleave(vf a, vf b, vf& even, vf& odd) {
+#if defined(__AVX512F__)
+  even = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  odd = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#elif defined(__AVX__)
+  even = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+  odd = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+#else
+  even = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+  odd = __builtin_shufflevector(a, b, 1, 3, 5, 7);
+#endif
+}
+
+// Output columns [c0, c1) of rows [r0, r1); c0 is a multiple of W.
+template <class D, Act A> void act_tile(const ops::ActArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  using T = typename D::T;
+  const Params p{a.alpha, a.limit};
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+    T* y = static_cast<T*>(a.y) + r * a.y_stride;
+    for (int64_t i = c0; i < c1; i += W) {
+      const int64_t c = std::min<int64_t>(W, c1 - i);
+      vf g, u = splat(1.f);
+      if (!a.gated) {
+        g = ld<D>(x, i, c);
+      } else if (!a.interleaved) {
+        g = ld<D>(x, i, c);
+        u = ld<D>(x + a.cols, i, c);
+      } else {
+        const vf lo = ld<D>(x, 2 * i, std::min<int64_t>(2 * c, W));
+        const vf hi = 2 * c > W ? ld<D>(x, 2 * i + W, 2 * c - W) : splat(0.f);
+        deinterleave(lo, hi, g, u);
+      }
+      st<D>(y, i, c, act<A>(g, u, p));
+    }
+  }
+}
+
+// Runs body(r0, r1, c0, c1) over the output: whole rows when there are enough
+// of them, else each row cut into column ranges (multiples of 64 elements), so
+// that a few long rows still use every thread. Work under 128 KiB a task
+// stays on the caller, as in parallel_rows.
+template <class F> void parallel_tiles(int64_t rows, int64_t cols, int64_t bytes_per_col, F body) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int64_t kMinBytes = 1 << 17;
+  const int64_t threads = num_threads();
+  const int64_t total = rows * cols * bytes_per_col;
+  const int64_t want = std::min<int64_t>(4 * threads, total / kMinBytes);
+  if (want <= 1 || rows >= want) {
+    parallel_rows(rows, cols * bytes_per_col, [&](int64_t r0, int64_t r1) { body(r0, r1, int64_t(0), cols); });
+    return;
+  }
+  const int64_t per_row = (want + rows - 1) / rows;
+  const int64_t chunk = ((cols + per_row - 1) / per_row + 63) / 64 * 64;
+  const int64_t pieces = (cols + chunk - 1) / chunk;
+  parallel_for(rows * pieces, [&](int64_t t, int) {
+    const int64_t r = t / pieces, c0 = (t % pieces) * chunk;
+    body(r, r + 1, c0, std::min(cols, c0 + chunk));
+  });
+}
+
+template <class D, Act A> void act_typed(const ops::ActArgs& a) {
+  const int64_t elem = int64_t(sizeof(typename D::T));
+  parallel_tiles(a.rows, a.cols, (a.gated ? 3 : 2) * elem,
+                 [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) { act_tile<D, A>(a, r0, r1, c0, c1); });
+}
+
+// ---------------------------------------------------------------- embedding
+template <class I> void embedding_rows(const ops::EmbeddingArgs& a, int64_t t0, int64_t t1) {
+  const int64_t elem = dtype_size(a.dtype);
+  const size_t row_bytes = size_t(a.dim * elem);
+  const I* ids = static_cast<const I*>(a.ids);
+  const char* table = static_cast<const char*>(a.table);
+  char* y = static_cast<char*>(a.y);
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t id = int64_t(ids[t * a.ids_stride]);
+    char* dst = y + t * a.y_stride * elem;
+    // An id outside [0, vocab) writes zeros and reads nothing (ops.h).
+    if (id >= 0 && id < a.vocab) std::memcpy(dst, table + id * a.table_stride * elem, row_bytes);
+    else std::memset(dst, 0, row_bytes);
+  }
+}
+
+// ---------------------------------------------------------------- hadamard
+// The Sylvester transform of each block of L = 2^log2 floats runs on a
+// per-thread f32 copy of the row (at most 128 KiB: L1 / L2): the butterflies
+// of distance < W inside each vector (shuffles), then the wider ones three
+// stages per pass (eight vectors in registers), so the row is walked
+// log2(L / W) / 3 times instead of log2(L). Then H_m across the m blocks, or
+// for m = 1 the last pass, scales and writes the output.
+
+// In-vector butterflies: with s the lanes swapped at distance h and sgn = +1
+// on the lower lane of each pair, -1 on the upper, v * sgn + s gives
+// (a + b, a - b) for each pair (a, b).
+inline vf butterfly_in_vector(vf v) {
+  const vf s1 = swap_pairs(v);
+  vf sg1{};
+  for (int i = 0; i < W; ++i) sg1[i] = (i & 1) ? -1.f : 1.f;
+  v = v * sg1 + s1;
+  vf sg2{};
+  for (int i = 0; i < W; ++i) sg2[i] = (i & 2) ? -1.f : 1.f;
+#if defined(__AVX512F__)
+  v = v * sg2 + __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  vf sg4{}, sg8{};
+  for (int i = 0; i < W; ++i) sg4[i] = (i & 4) ? -1.f : 1.f;
+  for (int i = 0; i < W; ++i) sg8[i] = (i & 8) ? -1.f : 1.f;
+  v = v * sg4 + __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v = v * sg8 + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+#elif defined(__AVX__)
+  v = v * sg2 + __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+  vf sg4{};
+  for (int i = 0; i < W; ++i) sg4[i] = (i & 4) ? -1.f : 1.f;
+  v = v * sg4 + __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+#else
+  v = v * sg2 + __builtin_shufflevector(v, v, 2, 3, 0, 1);
+#endif
+  return v;
+}
+
+// S butterfly stages of distances h, 2h, ..., 2^(S-1) h (h a multiple of W)
+// over a block of L floats; out(offset, v) receives each finished vector.
+template <int S, class Out> void radix_pass(const float* blk, int64_t L, int64_t h, Out out) {
+  constexpr int Q = 1 << S;
+  for (int64_t base = 0; base < L; base += h * Q) {
+    for (int64_t j = 0; j < h; j += W) {
+      vf v[Q];
+      for (int q = 0; q < Q; ++q) v[q] = load<F32>(blk + base + j + q * h);
+      for (int d = 1; d < Q; d *= 2) {
+        for (int q = 0; q < Q; ++q) {
+          if (q & d) continue;
+          const vf s = v[q], t = v[q + d];
+          v[q] = s + t;
+          v[q + d] = s - t;
+        }
+      }
+      for (int q = 0; q < Q; ++q) out(base + j + q * h, v[q]);
+    }
+  }
+}
+
+template <class Out> void radix(int stages, const float* blk, int64_t L, int64_t h, Out out) {
+  if (stages == 1) radix_pass<1>(blk, L, h, out);
+  else if (stages == 2) radix_pass<2>(blk, L, h, out);
+  else radix_pass<3>(blk, L, h, out);
+}
+
+// Row i of H_m as the shorter of its sets of -1 and +1 columns: with S the
+// sum of all m inputs and M the sum over the set, row i gives sgn (S - 2M),
+// at most m/2 adds per output instead of m.
+struct HadamardRows {
+  int m = 1;
+  int count[28] = {};
+  uint8_t cols[28][28] = {};
+  float sgn[28] = {};
+};
+
+HadamardRows make_rows(int m, const uint32_t* masks) {
+  HadamardRows h;
+  h.m = m;
+  for (int i = 0; i < m; ++i) {
+    const int neg = __builtin_popcount(masks[i]);
+    const bool minus = neg <= m - neg;  // the -1 entries are the shorter set
+    h.sgn[i] = minus ? 1.f : -1.f;
+    for (int j = 0; j < m; ++j)
+      if ((((masks[i] >> j) & 1u) != 0) == minus) h.cols[i][h.count[i]++] = uint8_t(j);
+  }
+  return h;
+}
+
+const HadamardRows& hadamard_rows(int m) {
+  static const uint32_t m12[] = BRAZE_HADAMARD_12, m20[] = BRAZE_HADAMARD_20, m28[] = BRAZE_HADAMARD_28;
+  static const HadamardRows h12 = make_rows(12, m12), h20 = make_rows(20, m20), h28 = make_rows(28, m28);
+  return m == 12 ? h12 : m == 20 ? h20 : h28;
+}
+
+// y[i, j] = scale * sum_l H_m[i, l] buf[l, j] over the m blocks of L floats.
+template <class D> void hadamard_m(const HadamardRows& h, const float* buf, int64_t L, typename D::T* y, float scale) {
+  const int m = h.m;
+  for (int64_t j = 0; j < L; j += W) {
+    const int64_t c = std::min<int64_t>(W, L - j);
+    vf t[28], s{};
+    for (int l = 0; l < m; ++l) {
+      t[l] = ld<F32>(buf + l * L, j, c);
+      s += t[l];
+    }
+    s *= scale;
+    for (int i = 0; i < m; ++i) {
+      vf part{};
+      for (int k = 0; k < h.count[i]; ++k) part += t[h.cols[i][k]];
+      st<D>(y + i * L, j, c, (s - part * (2.f * scale)) * h.sgn[i]);
+    }
+  }
+}
+
+// Scalar Sylvester transform of a block shorter than a vector.
+void fwht_scalar(float* v, int64_t L) {
+  for (int64_t h = 1; h < L; h *= 2)
+    for (int64_t b = 0; b < L; b += 2 * h)
+      for (int64_t j = b; j < b + h; ++j) {
+        const float s = v[j], t = v[j + h];
+        v[j] = s + t;
+        v[j + h] = s - t;
+      }
+}
+
+thread_local std::vector<float> t_row;  // the row in f32 (per thread, reused)
+
+template <class D> void hadamard_row(const ops::HadamardArgs& a, const typename D::T* x, typename D::T* y) {
+  const int64_t n = a.n, L = int64_t(1) << a.log2;
+  if (int64_t(t_row.size()) < n + W) t_row.resize(size_t(n + W));
+  float* buf = t_row.data();
+  const vf scale = splat(a.scale);
+  // Butterfly passes after the in-vector ones: distances W .. L/2.
+  int wide = 0;
+  for (int64_t h = W; h < L; h *= 2) ++wide;
+  if (L >= W) {
+    for (int64_t i = 0; i < n; i += W) store<F32>(buf + i, butterfly_in_vector(load<D>(x + i)));
+  } else {
+    lanes(n, [&](int64_t i, int64_t c) { st<F32>(buf, i, c, ld<D>(x, i, c)); });
+    for (int b = 0; b < a.m; ++b) fwht_scalar(buf + b * L, L);
+  }
+  for (int b = 0; b < a.m; ++b) {
+    float* blk = buf + b * L;
+    int64_t h = W;
+    for (int left = wide; left > 0;) {
+      const int s = std::min(left, 3);
+      left -= s;
+      if (left == 0 && a.m == 1) {  // the last pass writes the output
+        radix(s, blk, L, h, [&](int64_t off, vf v) { store<D>(y + off, v * scale); });
+      } else {
+        radix(s, blk, L, h, [&](int64_t off, vf v) { store<F32>(blk + off, v); });
+      }
+      h <<= s;
+    }
+  }
+  if (a.m > 1) {
+    hadamard_m<D>(hadamard_rows(a.m), buf, L, y, a.scale);
+  } else if (wide == 0) {
+    lanes(n, [&](int64_t i, int64_t c) { st<D>(y, i, c, ld<F32>(buf, i, c) * scale); });
+  }
+}
+
+template <class D> void hadamard_typed(const ops::HadamardArgs& a) {
+  using T = typename D::T;
+  parallel_rows(a.rows, 2 * a.n * int64_t(sizeof(T)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      hadamard_row<D>(a, static_cast<const T*>(a.x) + r * a.x_stride, static_cast<T*>(a.y) + r * a.y_stride);
+  });
+}
+
+}  // namespace
+
+void act_run(const ops::ActArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) {
+    using D = decltype(d);
+    switch (a.act) {
+      case Act::silu: return act_typed<D, Act::silu>(a);
+      case Act::gelu_erf: return act_typed<D, Act::gelu_erf>(a);
+      case Act::gelu_tanh: return act_typed<D, Act::gelu_tanh>(a);
+      case Act::swiglu_clamped: return act_typed<D, Act::swiglu_clamped>(a);
+    }
+  });
+}
+
+void embedding_run(const ops::EmbeddingArgs& a) {
+  const int64_t row_bytes = a.dim * dtype_size(a.dtype);
+  parallel_rows(a.tokens, 2 * row_bytes, [&](int64_t t0, int64_t t1) {
+    if (a.id_dtype == DType::i64) embedding_rows<int64_t>(a, t0, t1);
+    else embedding_rows<int32_t>(a, t0, t1);
+  });
+}
+
+void hadamard_run(const ops::HadamardArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) { hadamard_typed<decltype(d)>(a); });
+}
+
+}  // namespace braze::cpu::BRAZE_ISA
