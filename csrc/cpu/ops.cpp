@@ -53,8 +53,9 @@ template <int K> inline void vgelu_tanh(vf* g) {
 // Chebyshev fit of Numerical Recipes (2nd ed., sec. 6.2, "erfcc"): t = 1 /
 // (1 + z/2), erfc(z) = t exp(-z^2 + P(t)), fractional error < 1.2e-7 over all
 // z >= 0. Phi of a negative g is then accurate relative to itself (no 1 - erf
-// cancellation); f32 rounding of the exponent adds about 6e-8 * z^2 relative
-// (1e-6 at g = -5.7, where gelu is -6e-8 * 5.7). Phi(g >= 0) = 1 - erfc/2.
+// cancellation); f32 rounding of the exponent -z^2 + P adds up to about
+// 1.5e-7 * z^2 relative (2e-6 at g = -5, 1e-5 at g = -11.7, where gelu is
+// 1e-30; tests/test_ops.py checks a dense range). Phi(g >= 0) = 1 - erfc/2.
 template <int K> inline void vgelu_erf(vf* g) {
   static constexpr float P[] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
                                 -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};

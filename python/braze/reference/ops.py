@@ -82,26 +82,27 @@ def erf(xp, z):
     return erf_series(xp, z)
 
 
+# Maclaurin coefficients of erf(z) / z in powers of z^2: (-1)^n / (n! (2n + 1)).
+_ERF_SERIES = tuple((-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(50))
+
+
 def erf_series(xp, z):
     """erf from array-API operations alone: the Maclaurin series for |z| < 3
-    (60 terms; cancellation costs about 3 digits at |z| = 3), the continued
-    fraction of erfc for |z| >= 3 (evaluated from depth 80 upwards). About
-    1e-13 relative in float64 (tests compare with math.erf)."""
+    (50 terms by Horner; cancellation costs about 2 digits at |z| = 3), the
+    continued fraction of erfc for |z| >= 3 (depth 30). About 4e-14 relative in
+    float64 (tests compare with math.erf)."""
     a = xp.abs(z)
     small = a < 3.0
     s = xp.where(small, a, xp.zeros_like(a))
-    # sum_n (-1)^n s^(2n+1) / (n! (2n+1))
-    term = s
-    total = s
     s2 = s * s
-    for n in range(1, 60):
-        term = -term * s2 / n
-        total = total + term / (2 * n + 1)
-    series = total * (2.0 / math.sqrt(math.pi))
+    acc = xp.full_like(s, _ERF_SERIES[-1])
+    for c in _ERF_SERIES[-2::-1]:
+        acc = acc * s2 + c
+    series = acc * s * (2.0 / math.sqrt(math.pi))
     # erfc(t) = exp(-t^2) / sqrt(pi) / (t + (1/2) / (t + 1 / (t + (3/2) / (t + ...))))
     t = xp.where(small, xp.full_like(a, 3.0), a)
     f = t
-    for k in range(80, 0, -1):
+    for k in range(30, 0, -1):
         f = t + (k / 2.0) / f
     cf = 1.0 - xp.exp(-t * t) / (math.sqrt(math.pi) * f)
     mag = xp.where(small, series, cf)
