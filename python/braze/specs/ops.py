@@ -9,6 +9,8 @@ hidden 1024), Llama-2 (vocab 32000, hidden 4096).
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import ops
@@ -65,7 +67,10 @@ for _name, _gated, _cases, _scale, _bench in (
 
 
 # ---------------------------------------------------------------- embedding
-_big_table = {}  # the last large table made (benchmarks): rebuilding 0.6-1 GiB per input set is pointless
+# Large tables (benchmarks) are shared by the input sets that are alive at
+# once: rotating 0.6-1 GiB tables buys nothing for a gather of a few rows, and
+# a weak reference frees the table with the last set that holds it.
+_big_tables = weakref.WeakValueDictionary()
 
 
 def _table(vocab, dim, dtype, rng, strided):
@@ -73,10 +78,10 @@ def _table(vocab, dim, dtype, rng, strided):
     if vocab * dim * itemsize(dtype) < (64 << 20) or strided:
         return rows((vocab, dim), dtype, rng, strided)
     key = (vocab, dim, dtype)
-    if key not in _big_table:
-        _big_table.clear()
-        _big_table[key] = cast(rng.standard_normal((vocab, dim), dtype=np.float32), dtype)
-    return _big_table[key]
+    table = _big_tables.get(key)
+    if table is None:
+        table = _big_tables[key] = cast(rng.standard_normal((vocab, dim), dtype=np.float32), dtype)
+    return table
 
 
 def _ids(lead, vocab, rng, case, strided):
