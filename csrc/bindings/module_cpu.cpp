@@ -1,6 +1,7 @@
 // braze._cpu: the native CPU backend (always built).
 #include "bindings/families.h"
 #include "cpu/norm.h"
+#include "cpu/ops.h"
 #include "cpu/rope.h"
 #include "cpu/runtime.h"
 #include "cpu/sampling.h"
@@ -29,6 +30,8 @@ NB_MODULE(_cpu, m) {
   bind::bind_norm(m, launcher<norm::Args, cpu::norm_run>());
   bind::bind_rope(m, launcher<rope::Args, cpu::rope_run>());
   bind::bind_sampling(m, launcher<sampling::Args, cpu::sampling_run>());
+  bind::bind_ops(m, {launcher<ops::ActArgs, cpu::act_run>(), launcher<ops::EmbeddingArgs, cpu::embedding_run>(),
+                     launcher<ops::HadamardArgs, cpu::hadamard_run>()});
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");
