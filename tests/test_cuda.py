@@ -478,3 +478,223 @@ def test_split_sample_reference():
         for case in spec.cases:
             res = testing.check(spec, "cuda", "float32", shape, case, seed=4)
             assert res.ok, f"{shape} {case}: {res.message}"
+
+
+# ---------------------------------------------------------------- ops family
+# CUDA-only depth for braze.ops (the registry's parity test covers the common
+# cases): large rows checked on a subsample, misaligned pointers (the scalar
+# path), strided and broadcast rows, out-of-range ids, every Hadamard size,
+# in place, empty batches. References are float64 torch on the GPU.
+import math  # noqa: E402
+import pathlib  # noqa: E402
+import re  # noqa: E402
+
+
+def _ops_input(shape, dtype, layout, gen, std=2.0):
+    """A CUDA tensor of `shape`: "contig", "strided" (rows of a wider buffer),
+    "misaligned" (shifted by one element) or "broadcast" (one row, stride 0)."""
+    if layout == "broadcast":
+        row = (torch.randn(shape[-1], generator=gen, dtype=torch.float64) * std).to(DTYPES[dtype]).cuda()
+        return row.expand(shape)
+    return _buffer(shape, layout, dtype, gen=gen, std=std)[0]
+
+
+def _gelu(g, tanh):
+    if tanh:
+        return 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+    return 0.5 * g * (1 + torch.erf(g / math.sqrt(2)))
+
+
+def _act_ref(op, x, interleaved=False, approximate="none", alpha=1.702, limit=7.0):
+    x = x.double()
+    if op in ("silu", "gelu"):
+        return x * torch.sigmoid(x) if op == "silu" else _gelu(x, approximate == "tanh")
+    h = x.shape[-1] // 2
+    g, u = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :h], x[..., h:])
+    if op == "silu_and_mul":
+        return g * torch.sigmoid(g) * u
+    if op == "gelu_and_mul":
+        return _gelu(g, approximate == "tanh") * u
+    g = g.clamp(max=limit)
+    return g * torch.sigmoid(alpha * g) * (u.clamp(-limit, limit) + 1)
+
+
+ACT_CASES = [("silu_and_mul", {}), ("silu_and_mul", {"interleaved": True}),
+             ("gelu_and_mul", {}), ("gelu_and_mul", {"approximate": "tanh"}),
+             ("gelu_and_mul", {"approximate": "tanh", "interleaved": True}),
+             ("swiglu_clamped", {}), ("swiglu_clamped", {"interleaved": False, "alpha": 1.5, "limit": 3.0}),
+             ("silu", {}), ("gelu", {}), ("gelu", {"approximate": "tanh"})]
+ACT_SHAPES = [((1, 2 * 14336), "contig"), ((7, 2 * 2880), "contig"), ((3, 2 * 13), "contig"),
+              ((1, 2), "contig"), ((5, 2 * 4100), "misaligned"), ((4, 2 * 1000), "strided"),
+              ((6, 2 * 1024), "broadcast"), ((2, 3, 2 * 40), "contig"), ((3, 2 * 7), "misaligned")]
+
+
+def _act_call(op, x, out=None, **kw):
+    return getattr(braze.ops, op)(x, out=out, **kw)
+
+
+@pytest.mark.parametrize("shape", ACT_SHAPES, ids=[shape_id(s) for s in ACT_SHAPES])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", range(len(ACT_CASES)), ids=[f"{o}-{'-'.join(map(str, k.values()))}"
+                                                              for o, k in ACT_CASES])
+def test_ops_act(case, dtype, shape):
+    op, kw = ACT_CASES[case]
+    gen = torch.Generator().manual_seed(case * 100 + shape[0][-1])
+    x = _ops_input(shape[0], dtype, shape[1], gen)
+    gated = op not in ("silu", "gelu")
+    out_shape = shape[0][:-1] + ((shape[0][-1] // 2,) if gated else (shape[0][-1],))
+    y, buf = _buffer(out_shape, "misaligned" if shape[1] == "misaligned" else "contig", dtype, fill=float("nan"))
+    assert _act_call(op, x, out=y, **kw) is y
+    torch.cuda.synchronize()
+    _check(op, y, _np(_act_ref(op, x, **kw)), dtype, buf)
+
+
+@pytest.mark.parametrize("op", ["silu_and_mul", "gelu_and_mul"])
+def test_ops_act_large_subsample(op):
+    """16384 x 2*14336 bf16 (the bench shape): every 97th row against float64."""
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(16384, 2 * 14336, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
+    y = getattr(braze.ops, op)(x)
+    torch.cuda.synchronize()
+    rows = torch.arange(0, 16384, 97, device="cuda")
+    _check(op, y[rows], _np(_act_ref(op, x[rows])), "bfloat16")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("op,kw", [("silu", {}), ("gelu", {}), ("gelu", {"approximate": "tanh"})])
+def test_ops_act_in_place(op, kw, dtype):
+    for shape, layout in (((9, 4096), "contig"), ((5, 333), "misaligned"), ((4, 1000), "strided")):
+        x = _ops_input(shape, dtype, layout, torch.Generator().manual_seed(5))
+        want = _np(_act_ref(op, x, **kw))
+        assert _act_call(op, x, out=x, **kw) is x
+        torch.cuda.synchronize()
+        _check(f"{op} in place", x, want, dtype)
+
+
+def test_ops_empty_rows():
+    x = torch.empty(0, 2 * 64, device="cuda", dtype=torch.bfloat16)
+    assert braze.ops.silu_and_mul(x).shape == (0, 64)
+    assert braze.ops.gelu(x).shape == (0, 128)
+    assert braze.ops.hadamard(torch.empty(0, 4096, device="cuda")).shape == (0, 4096)
+    table = torch.randn(10, 64, device="cuda")
+    assert braze.ops.embedding(torch.empty(0, dtype=torch.int32, device="cuda"), table).shape == (0, 64)
+    torch.cuda.synchronize()
+
+
+# embedding: ids outside [0, V) write zeros and never read out of bounds; the
+# table is the last rows of a larger buffer so a wild read would show.
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("id_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("dim,layout", [(4096, "contig"), (2880, "strided"), (1000, "misaligned"), (7, "contig"),
+                                        (1, "contig")])
+def test_ops_embedding(dim, layout, id_dtype, dtype):
+    V = 1000
+    gen = torch.Generator().manual_seed(dim)
+    table = _ops_input((V, dim), dtype, layout, gen)
+    ids = torch.randint(0, V, (37,), generator=gen)
+    bad = [-1, V, -(2 ** 31), 2 ** 31 - 1] + ([2 ** 40, -(2 ** 40), 2 ** 63 - 1] if id_dtype == torch.int64 else [])
+    ids[: len(bad)] = torch.tensor(bad)
+    ids[-1], ids[-2] = 0, V - 1
+    ids = ids.to(id_dtype).cuda()
+    y, buf = _buffer((37, dim), layout if layout != "strided" else "contig", dtype, fill=float("nan"))
+    assert braze.ops.embedding(ids, table, out=y) is y
+    torch.cuda.synchronize()
+    idc = ids.long().cpu()
+    inside = (idc >= 0) & (idc < V)
+    want = torch.zeros(37, dim, dtype=torch.float64)
+    want[inside] = table.double().cpu()[idc[inside]]
+    _check("embedding", y, want.numpy(), dtype, buf)
+    assert (y[~inside.cuda()] == 0).all()
+
+
+def test_ops_embedding_2d_ids():
+    table = torch.randn(151936, 256, device="cuda", dtype=torch.bfloat16)
+    ids = torch.randint(0, 151936, (3, 5), device="cuda", dtype=torch.int64)
+    y = braze.ops.embedding(ids, table)
+    torch.cuda.synchronize()
+    assert y.shape == (3, 5, 256) and torch.equal(y, table[ids])
+
+
+def _hadamard_matrix(m):
+    if m == 1:
+        return torch.ones(1, 1, dtype=torch.float64)
+    path = pathlib.Path(__file__).resolve().parents[1] / "csrc" / "core" / "hadamard.h"
+    if not path.exists():
+        pytest.skip("csrc/core/hadamard.h is not beside the tests")
+    body = re.search(rf"BRAZE_HADAMARD_{m} \{{([^}}]*)\}}", path.read_text()).group(1)
+    rows = [int(v.strip().rstrip("u"), 16) for v in body.split(",")]
+    return torch.tensor([[-1.0 if (r >> j) & 1 else 1.0 for j in range(m)] for r in rows], dtype=torch.float64)
+
+
+def _hadamard_ref(x, m, scale=None):
+    """(H_m kron H_P) x over the last axis, in float64 on x's device."""
+    x = x.double()
+    n = x.shape[-1]
+    P = n // m
+    v = x.reshape(-1, m, P)
+    h = 1
+    while h < P:
+        w = v.reshape(v.shape[0], m, P // (2 * h), 2, h)
+        v = torch.stack((w[..., 0, :] + w[..., 1, :], w[..., 0, :] - w[..., 1, :]), dim=-2).reshape(-1, m, P)
+        h *= 2
+    v = torch.einsum("ab,rbp->rap", _hadamard_matrix(m).to(x.device), v)
+    return (v.reshape(x.shape) * (1 / math.sqrt(n) if scale is None else scale))
+
+
+HAD_SIZES = [m << k for m in (1, 12, 20, 28) for k in range(16) if m << k <= 32768]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("n", HAD_SIZES)
+def test_ops_hadamard_sizes(n, dtype):
+    m = next(mm for mm in (28, 20, 12, 1) if n % mm == 0 and (n // mm) & (n // mm - 1) == 0)
+    gen = torch.Generator().manual_seed(n)
+    rows = 5 if n >= 4096 else 37  # several rows a block for short rows, one partial block
+    for layout in ("contig", "misaligned") if n <= 4096 else ("contig",):
+        x = _ops_input((rows, n), dtype, layout, gen, std=1.0)
+        y, buf = _buffer((rows, n), layout, dtype, fill=float("nan"))
+        assert braze.ops.hadamard(x, out=y) is y
+        torch.cuda.synchronize()
+        _check(f"hadamard n={n} {layout}", y, _np(_hadamard_ref(x, m)), dtype, buf)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_ops_hadamard_layouts_in_place_scale(dtype):
+    gen = torch.Generator().manual_seed(1)
+    for n, m in ((4096, 1), (28 * 128, 28), (12 * 1024, 12), (32768, 1)):
+        x = _ops_input((3, n), dtype, "strided", gen, std=1.0)
+        want = _np(_hadamard_ref(x, m, scale=0.5))
+        assert braze.ops.hadamard(x, scale=0.5, out=x) is x
+        torch.cuda.synchronize()
+        _check(f"hadamard n={n} in place", x, want, dtype)
+        b = _ops_input((4, n), dtype, "broadcast", gen, std=1.0)
+        _check(f"hadamard n={n} broadcast", braze.ops.hadamard(b), _np(_hadamard_ref(b, m)), dtype)
+
+
+def test_ops_hadamard_many_rows():
+    """16384 rows of 4096 bf16 (the bench shape), checked on a subsample."""
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(16384, 4096, generator=gen, device="cuda").to(torch.bfloat16)
+    y = braze.ops.hadamard(x)
+    torch.cuda.synchronize()
+    rows = torch.arange(0, 16384, 61, device="cuda")
+    _check("hadamard 16384x4096", y[rows], _np(_hadamard_ref(x[rows], 1)), "bfloat16")
+
+
+def test_ops_cuda_graph_and_stream():
+    gen = torch.Generator().manual_seed(9)
+    x = _ops_input((64, 2 * 4096), "bfloat16", "contig", gen)
+    y = torch.empty(64, 4096, dtype=torch.bfloat16, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        braze.ops.silu_and_mul(x, out=y)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        braze.ops.silu_and_mul(x, out=y)
+    x.copy_(_ops_input((64, 2 * 4096), "bfloat16", "contig", torch.Generator().manual_seed(10)))
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check("silu_and_mul (graph replay)", y, _np(_act_ref("silu_and_mul", x)), "bfloat16")
