@@ -8,6 +8,7 @@
 #include "bindings/families.h"
 #include "executor.h"
 #include "plans/norm.h"
+#include "plans/ops.h"
 #include "plans/rope.h"
 #include "plans/sampling.h"
 
@@ -37,5 +38,7 @@ NB_MODULE(_metal, m) {
   bind::bind_norm(m, launcher<norm::Args, metal::plan_norm>());
   bind::bind_rope(m, launcher<rope::Args, metal::plan_rope>());
   bind::bind_sampling(m, launcher<sampling::Args, metal::plan_sampling>());
+  bind::bind_ops(m, {launcher<ops::ActArgs, metal::plan_act>(), launcher<ops::EmbeddingArgs, metal::plan_embedding>(),
+                     launcher<ops::HadamardArgs, metal::plan_hadamard>()});
   m.def("library_path", &metal::library_path, "Where braze.metallib was loaded from.");
 }
