@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -415,14 +416,102 @@ template <class D> int32_t sample_row_radix(const Args& a, int64_t r, Workspace&
 }
 
 struct SampleWorkspace {
-  std::vector<float> bmax, kth;
+  std::vector<float> bmax, kth, e;
   std::vector<double> bsum;
-  rowsel::List list;
+  rowsel::List list, bin_list;
+  rowsel::Sketch sketch;
   double hist[rowsel::kHists][rowsel::kBins];
 };
 thread_local SampleWorkspace tls_sample;
 
-template <class D> int32_t sample_row(const Args& a, int64_t r, SampleWorkspace& ws) {
+// The top-p cut from the full mass histogram of the row, and the draw (the
+// path of rows whose sketch window misses the crossing).
+template <class D> int32_t top_p_full(const typename D::T* x, int64_t n, const rowsel::Mass& all, double p,
+                                      float u, size_t cap, SampleWorkspace& ws, const std::function<int32_t()>& radix) {
+  using namespace rowsel;
+  std::fill(&ws.hist[0][0], &ws.hist[0][0] + kHists * kBins, 0.0);
+  const double target = p * mass_pass<D>(x, n, all, ws.bsum.data(), ws.hist);
+  // The bin where the mass from the top reaches the target (the lowest with mass if rounding never lets it).
+  int bin = -1;
+  double above = 0, above_bin = 0;
+  for (int j = 0; j < kBins; ++j) {
+    double g = 0;
+    for (int h = 0; h < kHists; ++h) g += ws.hist[h][j];
+    if (g == 0) continue;
+    bin = j;
+    above_bin = above;
+    if (above + g >= target) break;
+    above += g;
+  }
+  const vi want = vi{} + bin;
+  List& L = ws.list;
+  if (!gather<D>(x, n, L, cap, [&](vf v, int64_t) { return bin_of(v, all) == want; })) return radix();
+  list_exp(L, all.mm[0], all.it[0]);
+  list_keep(L, -kInf, all.mp);
+  const Mass top{all.mp, list_cut(L, above_bin, target), all.mm, all.it};
+  const double total = mass_pass<D>(x, n, top, ws.bsum.data(), nullptr);
+  return int32_t(block_draw<D>(x, n, top, ws.bsum.data(), total, u));
+}
+
+// The top-p draw through the sketch window (see select.h); -2 when the
+// window misses the crossing or lists too much.
+template <class D> int32_t top_p_window(const typename D::T* x, int64_t n, const rowsel::Mass& all, double p,
+                                        float u, size_t cap, SampleWorkspace& ws, const typename D::T* next) {
+  using namespace rowsel;
+  ws.e.resize(size_t(n) + W);
+  const double target = p * exp_sketch_pass<D>(x, n, all, ws.e.data(), ws.bsum.data(), ws.sketch, next);
+  int lo, hi;
+  List& L = ws.list;
+  if (!sketch_window(ws.sketch, p, lo, hi) ||
+      !window_pass<D>(x, n, all, ws.e.data(), lo, hi, ws.bsum.data(), L, cap))
+    return -2;
+  const int64_t nb = (n + kSumBlock - 1) / kSumBlock;
+  double above = 0;
+  for (int64_t b = 0; b < nb; ++b) above += ws.bsum[size_t(b)];
+  // Exact mass per window bin, in index order; bins as the passes compute them.
+  ws.kth.resize(L.size() + W);
+  float* bins = ws.kth.data();
+  lanes(int64_t(L.size()), [&](int64_t i, int64_t c) {
+    st<F32>(bins, i, c, __builtin_convertvector(bin_of(ld<F32>(L.val.data(), i, c), all), vf));
+  });
+  double* g = &ws.hist[0][0];
+  std::fill(g + lo, g + hi + 1, 0.0);
+  for (size_t i = 0; i < L.size(); ++i) g[int(bins[i])] += L.e[i];
+  if (above >= target) return -2;  // the crossing lies above the window
+  int bin = -1;
+  double above_bin = 0;
+  bool reached = false;
+  for (int j = lo; j <= hi && !reached; ++j) {
+    if (g[j] == 0) continue;
+    bin = j;
+    above_bin = above;
+    reached = above + g[j] >= target;
+    above += g[j];
+  }
+  // Not reached: the crossing lies below the window, unless the window runs to the last bin
+  // (then rounding kept the target out of reach, and the cut is the lowest value with mass).
+  if (bin < 0 || (!reached && hi < kBins - 1)) return -2;
+  List& B = ws.bin_list;
+  B.idx.clear();
+  B.val.clear();
+  B.e.clear();
+  for (size_t i = 0; i < L.size(); ++i)
+    if (int(bins[i]) == bin) {
+      B.idx.push_back(L.idx[i]);
+      B.val.push_back(L.val[i]);
+      B.e.push_back(L.e[i]);
+    }
+  const float cut = list_cut(B, above_bin, target);
+  double total = 0;
+  for (size_t i = 0; i < L.size(); ++i)
+    if (L.val[i] >= cut) ws.bsum[size_t(L.idx[i] / kSumBlock)] += L.e[i];
+  for (int64_t b = 0; b < nb; ++b) total += ws.bsum[size_t(b)];
+  const Mass top{all.mp, cut, all.mm, all.it};
+  return int32_t(block_draw<D>(x, n, top, ws.bsum.data(), total, u));
+}
+
+// `next`: the row after this one (or null), prefetched while this one computes.
+template <class D> int32_t sample_row(const Args& a, int64_t r, SampleWorkspace& ws, const typename D::T* next) {
   using namespace rowsel;
   using T = typename D::T;
   const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
@@ -470,32 +559,18 @@ template <class D> int32_t sample_row(const Args& a, int64_t r, SampleWorkspace&
     const double total = mass_pass<D>(x, n, all, ws.bsum.data(), nullptr);
     return int32_t(block_draw<D>(x, n, all, ws.bsum.data(), total, u()));
   }
-  std::fill(&ws.hist[0][0], &ws.hist[0][0] + kHists * kBins, 0.0);
-  const double target = double(p) * mass_pass<D>(x, n, all, ws.bsum.data(), ws.hist);
-  // The bin where the mass from the top reaches the target (the lowest with mass if rounding never lets it).
-  int bin = -1;
-  double above = 0, above_bin = 0;
-  for (int j = 0; j < kBins; ++j) {
-    double g = 0;
-    for (int h = 0; h < kHists; ++h) g += ws.hist[h][j];
-    if (g == 0) continue;
-    bin = j;
-    above_bin = above;
-    if (above + g >= target) break;
-    above += g;
-  }
-  const vi want = vi{} + bin;
-  if (!gather<D>(x, n, L, cap, [&](vf v, int64_t) { return bin_of(v, all) == want; })) return radix();
-  list_exp(L, m, it);
-  list_keep(L, -kInf, mp);
-  const Mass top{mp, list_cut(L, above_bin, target), splat(m), splat(it)};
-  const double total = mass_pass<D>(x, n, top, ws.bsum.data(), nullptr);
-  return int32_t(block_draw<D>(x, n, top, ws.bsum.data(), total, u()));
+  const int32_t tok = top_p_window<D>(x, n, all, p, u(), cap, ws, next);
+  if (tok != -2) return tok;
+  return top_p_full<D>(x, n, all, p, u(), cap, ws, radix);
 }
 
 template <class D> void sample_rows(const Args& a, int64_t r0, int64_t r1) {
   SampleWorkspace& ws = tls_sample;
-  for (int64_t r = r0; r < r1; ++r) static_cast<int32_t*>(a.y)[r] = sample_row<D>(a, r, ws);
+  using T = typename D::T;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* next = r + 1 < r1 ? static_cast<const T*>(a.x) + (r + 1) * a.x_stride : nullptr;
+    static_cast<int32_t*>(a.y)[r] = sample_row<D>(a, r, ws, next);
+  }
 }
 
 // ---------------------------------------------------------------- penalties

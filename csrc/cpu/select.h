@@ -265,6 +265,147 @@ template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mas
   return total;
 }
 
+// ---------------------------------------------------------------- top-p window
+// The full histogram above costs a scalar add per element. Instead, one exp
+// pass keeps e (kept mass) in a scratch row and sketches the histogram from
+// every kSampleEvery-th vector plus every element with e >= kBigE (the few
+// that carry most of the sample's variance); the bins where the sketch's
+// cumulative mass is within kSigmas standard errors of p * total form a
+// window; an exp-free pass then sums the mass above the window exactly (per
+// block, for the draw) and lists the window's elements, whose exact bin
+// masses place the cut. A window that misses the crossing, or too long a
+// list, sends the row back to the full histogram.
+constexpr int kSampleEvery = 4;
+constexpr float kBigE = 0.05f;
+constexpr double kSigmas = 5;
+
+struct Sketch {
+  float sampled[kBins], big[kBins];  // sampled: every kSampleEvery-th vector, elements below kBigE
+};
+
+// e (kept) into `e`, block sums of all kept mass into bsum, the sketch; the
+// total, summed exactly as mass_pass sums it. Prefetches `next` (the next
+// row, same length) for the following row's first pass. Plain loops: an
+// accumulator captured by a lambda that also stores is kept in memory.
+template <class D> double exp_sketch_pass(const typename D::T* x, int64_t n, const Mass& ms, float* e,
+                                          double* bsum, Sketch& sk, const typename D::T* next) {
+  std::fill(sk.sampled, sk.sampled + kBins, 0.f);
+  std::fill(sk.big, sk.big + kBins, 0.f);
+  const vf big = splat(kBigE), scale = splat(-kBinScale), top = splat(float(kBins - 1));
+  double total = 0;
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
+    const int64_t len = std::min(kSumBlock, n - b0);
+    DoubleSum acc;
+    for (int64_t i = b0; i < b0 + len; i += W) {
+      const int64_t c = std::min<int64_t>(W, b0 + len - i);
+      if (next && (i & 15) == 0) __builtin_prefetch(next + i);
+      const vf v = ld<D>(x, i, c, -kInf);
+      const vf z = (v - ms.mm) * ms.it;
+      const vf k = ms.kept(v, vexp(z));
+      acc.add(k);
+      st<F32>(e, i, c, k);
+      const uint32_t bigs = mask_bits(k >= big);
+      const bool sampled = (i / W) % kSampleEvery == 0;
+      if (!sampled && !bigs) continue;
+      alignas(64) int32_t bin[W];
+      alignas(64) float kk[W];
+      const vi bv = __builtin_convertvector(vmin(z * scale, top), vi);
+      memcpy(bin, &bv, sizeof bv);
+      memcpy(kk, &k, sizeof k);
+      for (int l = 0; l < W; ++l) {
+        if (bigs >> l & 1) sk.big[bin[l]] += kk[l];
+        else if (sampled) sk.sampled[bin[l]] += kk[l];
+      }
+    }
+    bsum[b] = acc.sum();
+    total += bsum[b];
+  }
+  return total;
+}
+
+// The window of bins [lo, hi] that holds the bin where the mass from the top
+// reaches p of the total, by the sketch; false when the sketch has no mass.
+inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
+  constexpr double f = kSampleEvery;
+  const double step = std::exp(-1 / double(kBinScale));
+  // variance of f * (a sum of sampled e): f (f - 1) sum e^2, each e at most its bin's top edge
+  double T = 0, VT = 0, edge = f * (f - 1);
+  for (int j = 0; j < kBins; ++j, edge *= step) {
+    T += sk.big[j] + f * sk.sampled[j];
+    VT += double(sk.sampled[j]) * edge;
+  }
+  if (!(T > 0)) return false;
+  double A = 0, V = 0;
+  edge = f * (f - 1);
+  lo = -1;
+  hi = kBins - 1;
+  for (int j = 0; j < kBins; ++j, edge *= step) {
+    A += sk.big[j] + f * sk.sampled[j];
+    V += double(sk.sampled[j]) * edge;
+    const double F = A / T;
+    const double sd = std::sqrt(V * (1 - F) * (1 - F) + (VT - V) * F * F) / T + 1e-5;
+    if (lo < 0 && F + kSigmas * sd >= p) lo = j;
+    if (F - kSigmas * sd >= p) {
+      hi = j;
+      break;
+    }
+  }
+  if (lo < 0) lo = kBins - 1;
+  return true;
+}
+
+// Over the scratch row e (no exp): bsum[b] = the mass of block b above bin
+// `lo` (summed as mass_pass sums), and L = the elements in bins [lo, hi] with
+// e, in index order. False (L partial) once L would pass `cap`.
+template <class D> bool window_pass(const typename D::T* x, int64_t n, const Mass& ms, const float* e, int lo,
+                                    int hi, double* bsum, List& L, size_t cap) {
+  constexpr int kVecs = int(kSumBlock / W);
+  L.idx.resize(cap + W);
+  L.val.resize(cap + W);
+  L.e.resize(cap + W);
+  size_t count = 0;
+  const vi vlo = vi{} + lo, vhi = vi{} + hi;
+  const vf scale = splat(-kBinScale), top = splat(float(kBins - 1));
+  bool ok = true;
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
+    const int64_t len = std::min(kSumBlock, n - b0);
+    DoubleSum acc;
+    uint32_t bits[kVecs];
+    uint32_t any_bits = 0;
+    for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
+      const int64_t c = std::min<int64_t>(W, len - j);
+      const vf v = ld<D>(x + b0, j, c, -kInf);
+      const vf k = ld<F32>(e + b0, j, c);
+      const vi bin = __builtin_convertvector(vmin((v - ms.mm) * ms.it * scale, top), vi);
+      acc.add(select(bin < vlo, k, vf{}));
+      bits[q] = mask_bits((bin >= vlo) & (bin <= vhi) & (k > vf{})) & (c == W ? ~0u : (1u << c) - 1);
+      any_bits |= bits[q];
+    }
+    bsum[b] = acc.sum();
+    if (!any_bits) continue;
+    for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
+      uint32_t m = bits[q];
+      if (!m) continue;
+      if (count + __builtin_popcount(m) > cap) {
+        ok = false;
+        break;
+      }
+      for (; m; m &= m - 1) {
+        const int64_t i = b0 + j + __builtin_ctz(m);
+        L.idx[count] = int32_t(i);
+        L.val[count] = load_n<D>(x + i, 1)[0];
+        L.e[count] = e[i];
+        ++count;
+      }
+    }
+    if (!ok) break;
+  }
+  L.idx.resize(count);
+  L.val.resize(count);
+  L.e.resize(count);
+  return ok;
+}
+
 // The bin of (m - x) / T that mass_pass gives v (same float operations).
 inline vi bin_of(vf v, const Mass& ms) {
   return __builtin_convertvector(vmin((v - ms.mm) * ms.it * -kBinScale, splat(float(kBins - 1))), vi);
