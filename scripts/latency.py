@@ -52,7 +52,7 @@ def main():
         ("  3 x _to_dlpack", lambda: (to_dl(x), to_dl(w), to_dl(y))),
         ("  _cuda.rms_norm(capsules)", lambda: cuda.rms_norm(to_dl(x), to_dl(w), to_dl(y), 1e-6, 0.0, 0)),
         ("  _cuda.rms_norm(capsules), 0 rows: no launch",
-         lambda: cuda.rms_norm(to_dl(x0), to_dl(w), to_dl(y0), 1e-6, 0.0, False, 0)),
+         lambda: cuda.rms_norm(to_dl(x0), to_dl(w), to_dl(y0), 1e-6, 0.0, 0)),
         ("  x.device", lambda: x.device),
     ]
     print(f"{'what':<44} {'us/call':>8}")
