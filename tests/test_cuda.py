@@ -505,7 +505,9 @@ def _gelu(g, tanh):
     return 0.5 * g * (1 + torch.erf(g / math.sqrt(2)))
 
 
-def _act_ref(op, x, interleaved=False, approximate="none", alpha=1.702, limit=7.0):
+def _act_ref(op, x, interleaved=None, approximate="none", alpha=1.702, limit=7.0):
+    if interleaved is None:  # the API's defaults: swiglu_clamped interleaves (gpt-oss), the others do not
+        interleaved = op == "swiglu_clamped"
     x = x.double()
     if op in ("silu", "gelu"):
         return x * torch.sigmoid(x) if op == "silu" else _gelu(x, approximate == "tanh")

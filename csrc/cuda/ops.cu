@@ -1,8 +1,8 @@
 // Host launchers of the ops family. The elementwise kernels (activations,
 // embedding) take a 2-D grid: x tiles a row into blocks of up to 256 threads x
 // U packs (threads rounded to the row so the last tile is not mostly idle),
-// y walks the rows, several rows a block when rows are short. The Hadamard
-// kernel takes whole rows a block (see shaders/cuda/ops/hadamard.cuh).
+// y walks the rows, several rows a block when rows are short. (The Hadamard
+// kernel of b470f6e failed its first GPU run and is not built: see docs/cuda.md.)
 // 16-byte packs need aligned base pointers and row strides (and, for gated
 // rows in halves, cols % V == 0); anything else takes the scalar path.
 // Nothing here allocates or synchronizes.
@@ -15,7 +15,6 @@
 
 #include "cuda/ops/act.cuh"
 #include "cuda/ops/embedding.cuh"
-#include "cuda/ops/hadamard.cuh"
 #include "cuda/runtime.cuh"
 
 namespace braze::cuda {
@@ -25,7 +24,6 @@ using namespace braze::cuda::ops;
 using braze::ops::Act;
 using braze::ops::ActArgs;
 using braze::ops::EmbeddingArgs;
-using braze::ops::HadamardArgs;
 
 constexpr int kThreads = 256;
 constexpr int kVecPacks = 2;     // 16-byte packs per thread (and input): 2 or 4 loads in flight
@@ -106,56 +104,6 @@ template <class T> void embedding_dispatch(const EmbeddingArgs& a, EmbeddingPara
   }
 }
 
-// ------------------------------------------------------------------ hadamard
-// The device's opt-in shared-memory limit, granted to each Hadamard kernel
-// once per device (rows of 28672 and 32768 elements stage 116 and 133 KB).
-template <class K> void allow_shared(K* kernel, int device, int bytes) {
-  static std::atomic<int> granted[64];
-  if (bytes <= 48 * 1024) return;
-  if (device >= 0 && device < 64 && granted[device].load(std::memory_order_relaxed) >= bytes) return;
-  int optin = 0;
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-        "cudaDeviceGetAttribute");
-  if (bytes > optin)
-    throw std::runtime_error("braze CUDA backend: hadamard of this size stages " + std::to_string(bytes) +
-                             " bytes of shared memory per block; this GPU offers " + std::to_string(optin));
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
-        "cudaFuncSetAttribute");
-  if (device >= 0 && device < 64) granted[device].store(optin, std::memory_order_relaxed);
-}
-
-template <class T, int M, int V>
-void hadamard_launch(const HadamardArgs& a, HadamardParams& p, cudaStream_t s) {
-  const int S = 1 << p.logS, c = 1 << p.logc, ms = M * S;
-  p.R = int(std::min<int64_t>(ms >= 128 ? 1 : 128 / ms, a.rows));
-  const int nt = p.R * ms;
-  const bool staged = M > 1 || S > 1;
-  const int smem = staged ? nt * (c + 1) * int(sizeof(float)) : 0;
-  const int64_t blocks = ceil_div(a.rows, p.R);
-  if (blocks > INT_MAX) throw ValueError("too many rows for one CUDA hadamard launch");
-  const auto kernel = c == kHadC ? hadamard_kernel<T, M, V, true> : hadamard_kernel<T, M, V, false>;
-  allow_shared(kernel, a.device_id, smem);
-  kernel<<<unsigned(blocks), unsigned(nt), size_t(smem), s>>>(p);
-}
-
-template <class T, int M> void hadamard_vec(const HadamardArgs& a, HadamardParams& p, cudaStream_t s) {
-  constexpr int V = kVec16<T>;
-  const bool vec = p.P >= V && aligned16(a.x) && aligned16(a.y) &&
-                   (a.rows == 1 || (a.x_stride % V == 0 && a.y_stride % V == 0));
-  if (vec) hadamard_launch<T, M, V>(a, p, s);
-  else hadamard_launch<T, M, 1>(a, p, s);
-}
-
-template <class T> void hadamard_dispatch(const HadamardArgs& a, HadamardParams& p, cudaStream_t s) {
-  switch (a.m) {
-    case 1: return hadamard_vec<T, 1>(a, p, s);
-    case 12: return hadamard_vec<T, 12>(a, p, s);
-    case 20: return hadamard_vec<T, 20>(a, p, s);
-    case 28: return hadamard_vec<T, 28>(a, p, s);
-    default: throw ValueError("hadamard: m must be 1, 12, 20 or 28");
-  }
-}
-
 template <class F> void by_dtype(DType t, F&& f) {
   switch (t) {
     case DType::f32: return f(float{});
@@ -190,24 +138,5 @@ void embedding_run(const EmbeddingArgs& a, uintptr_t stream) {
   check_launch("embedding");
 }
 
-void hadamard_run(const HadamardArgs& a, uintptr_t stream) {
-  if (a.rows == 0 || a.n == 0) return;
-  if (a.log2 < 0 || a.log2 > 15 || (int64_t(a.m) << a.log2) != a.n || a.n > 32768)
-    throw ValueError("hadamard: n must be m * 2**k with m in {1, 12, 20, 28}, at most 32768");
-  HadamardParams p{};
-  p.x = a.x;
-  p.y = a.y;
-  p.x_stride = a.x_stride;
-  p.y_stride = a.y_stride;
-  p.rows = a.rows;
-  p.scale = a.scale;
-  p.P = 1 << a.log2;
-  p.logc = std::min(a.log2, kHadLogC);
-  p.logS = a.log2 - p.logc;
-  DeviceGuard guard(a.device_id);
-  const auto s = reinterpret_cast<cudaStream_t>(stream);
-  by_dtype(a.dtype, [&](auto t) { hadamard_dispatch<decltype(t)>(a, p, s); });
-  check_launch("hadamard");
-}
 
 }  // namespace braze::cuda
