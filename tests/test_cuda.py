@@ -413,11 +413,39 @@ def _sample_both(x, **kw):
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("shape", SPLIT_SAMPLE_SHAPES, ids=["x".join(map(str, s)) for s in SPLIT_SAMPLE_SHAPES])
 def test_split_sample_matches_cpu(shape, dtype):
+    """The same tokens as the CPU, except a draw on a boundary: the CUDA sampler
+    sums the kept mass in 2^-40 fixed point, the CPU in double, so a target
+    within a relative 1e-6 of the cumulative mass between two neighbouring kept
+    tokens may fall either side (seen once in 6000 rows of 200x70000 bf16 on the
+    H200, at 1.6e-9). Any other difference is a wrong candidate set: a bug."""
     x = _on_cuda(_logits_np(*shape, seed=shape[1] + shape[0]), dtype)
     for ci, case in enumerate(SAMPLE_CASES):
         for offset in (0, 1, 77):
             got, want = _sample_both(x, seed=99, offset=offset, **case)
-            assert np.array_equal(got, want), f"case {case} offset {offset}: {got[:8]} != {want[:8]}"
+            for r in np.nonzero(got != want)[0]:
+                gap = _boundary_gap(_cpu_twin(x[r:r + 1]).astype(np.float64)[0], case, 99, offset, r,
+                                    got[r], want[r])
+                assert gap < 1e-6, f"case {case} offset {offset} row {r}: cuda {got[r]} cpu {want[r]} (gap {gap})"
+
+
+def _boundary_gap(x, case, seed, offset, row, a, b):
+    """How far (relative to the kept mass) the row's draw lands from the boundary
+    between tokens a and b, in float64; inf unless a and b are neighbours in
+    the kept set."""
+    from braze.reference import sampling as sref
+
+    t = case.get("temperature", 1.0) or 1.0
+    e = np.exp(x / t - (x / t).max())
+    kept = np.asarray(sref.top_k_mask(x[None], case["top_k"]))[0] if case.get("top_k") else x
+    kept = np.where(e >= case.get("min_p", 0.0), kept, -np.inf)
+    kept = np.asarray(sref.top_p_mask(kept[None], case.get("top_p", 1.0), temperature=t))[0]
+    w = np.where(kept > -np.inf, e, 0.0)
+    lo, hi = sorted((int(a), int(b)))
+    if lo < 0 or w[lo] == 0 or w[hi] == 0 or w[lo + 1:hi].any():
+        return math.inf
+    cum = np.cumsum(w)
+    u = float(sref.row_uniforms(seed, offset, row + 1)[row])
+    return abs(u * cum[-1] - cum[lo]) / cum[-1]
 
 
 def test_split_sample_per_row_params():
