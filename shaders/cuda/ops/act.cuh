@@ -7,12 +7,17 @@
 // grid's x axis tiles a row, its y axis walks the rows (looping past 65535).
 // In place (silu, gelu with y == x) is safe: each element is read and then
 // written by the same thread, and threads own disjoint elements.
+// Tuning variants (csrc/cuda/ops.cu, BRAZE_CUDA_ACT_VARIANT): U, cache-streaming
+// accesses (Stream) and a persistent grid (Persist: blocks sized from the SM
+// count walk the (row group, tile) items, see walk.cuh).
 #pragma once
 #include <cstdint>
 
 #include "core/ops.h"
 #include "cuda/common/dtype.cuh"
 #include "cuda/common/vec.cuh"
+#include "cuda/ops/stream.cuh"
+#include "cuda/ops/walk.cuh"
 
 namespace braze::cuda::ops {
 
@@ -26,6 +31,7 @@ struct ActParams {
   int cols;                    // output row length
   int packs;                   // ceil(cols / V)
   float alpha, limit;
+  Walk walk;                   // Persist kernels only
 };
 
 // 1 / (1 + e^-v): __expf's error (a few ulp, growing with |v|) stays far below
@@ -56,57 +62,79 @@ template <Act A> __device__ __forceinline__ float gated(float g, float u, float 
   }
 }
 
-// V: elements per pack (16 bytes, or 1 on the scalar path); U: packs per
-// thread. Gated non-interleaved rows use whole packs only (the launcher takes
-// the scalar path unless cols % V == 0), so the up half stays aligned.
-template <class T, int V, int U, Act A, bool Gated, bool Il>
-__global__ void __launch_bounds__(256) act_kernel(ActParams p) {
-  const T* x = static_cast<const T*>(p.x);
-  T* y = static_cast<T*>(p.y);
-  const int tile = blockIdx.x * blockDim.x * U + threadIdx.x;
-  for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < p.rows; r += int64_t(gridDim.y) * blockDim.y) {
-    const T* xr = x + r * p.x_stride;
-    T* yr = y + r * p.y_stride;
-    Pack<T, V> g[U], u[Il ? U : (Gated ? U : 1)];
+// Packs [col, col + n) of p (n <= V), with the variant's cache policy for whole packs.
+template <bool Stream, class T, int V>
+__device__ __forceinline__ Pack<T, V> ld(const T* p, int col, int n) {
+  return n == V ? load_full<Stream, T, V>(p, col) : load_pack<T, V>(p, col, n);
+}
+template <bool Stream, class T, int V>
+__device__ __forceinline__ void st(T* p, int col, int n, const Pack<T, V>& v) {
+  if (n == V) store_full<Stream, T, V>(p, col, v);
+  else store_pack<T, V>(p, col, n, v);
+}
+
+// Row r, packs k0 + i * blockDim.x (i < U) of the output. V: elements per pack
+// (16 bytes, or 1 on the scalar path). Gated non-interleaved rows use whole
+// packs only (the launcher takes the scalar path unless cols % V == 0), so the
+// up half stays aligned.
+template <class T, int V, int U, Act A, bool Gated, bool Il, bool Stream>
+__device__ __forceinline__ void act_row(const ActParams& p, int64_t r, int k0) {
+  const T* xr = static_cast<const T*>(p.x) + r * p.x_stride;
+  T* yr = static_cast<T*>(p.y) + r * p.y_stride;
+  Pack<T, V> g[U], u[Il ? U : (Gated ? U : 1)];
 #pragma unroll
-    for (int i = 0; i < U; ++i) {
-      const int k = tile + i * blockDim.x;
-      if (k >= p.packs) continue;
-      const int c = k * V, n = min(V, p.cols - c);
-      if constexpr (Il) {  // 2n inputs, gate and up alternating
-        g[i] = load_pack<T, V>(xr, 2 * c, min(V, 2 * n));
-        u[i] = load_pack<T, V>(xr, 2 * c + V, max(0, 2 * n - V));
+  for (int i = 0; i < U; ++i) {
+    const int k = k0 + i * blockDim.x;
+    if (k >= p.packs) continue;
+    const int c = k * V, n = min(V, p.cols - c);
+    if constexpr (Il) {  // 2n inputs, gate and up alternating
+      g[i] = ld<Stream, T, V>(xr, 2 * c, min(V, 2 * n));
+      u[i] = ld<Stream, T, V>(xr, 2 * c + V, max(0, 2 * n - V));
+    } else if constexpr (Gated) {
+      g[i] = ld<Stream, T, V>(xr, c, V);
+      u[i] = ld<Stream, T, V>(xr, p.cols + c, V);
+    } else {
+      g[i] = ld<Stream, T, V>(xr, c, n);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < U; ++i) {
+    const int k = k0 + i * blockDim.x;
+    if (k >= p.packs) continue;
+    const int c = k * V, n = min(V, p.cols - c);
+    Pack<T, V> o;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      float v;
+      if constexpr (Il) {
+        // output e takes inputs 2e and 2e + 1 of the 2V loaded
+        const int q = 2 * e;
+        const float gv = to_f32(q < V ? g[i].v[q] : u[i].v[q - V]);
+        const float uv = to_f32(q + 1 < V ? g[i].v[q + 1] : u[i].v[q + 1 - V]);
+        v = gated<A>(gv, uv, p.alpha, p.limit);
       } else if constexpr (Gated) {
-        g[i] = load_pack<T, V>(xr, c, V);
-        u[i] = load_pack<T, V>(xr, p.cols + c, V);
+        v = gated<A>(to_f32(g[i].v[e]), to_f32(u[i].v[e]), p.alpha, p.limit);
       } else {
-        g[i] = load_pack<T, V>(xr, c, n);
+        v = act<A>(to_f32(g[i].v[e]));
       }
+      o.v[e] = from_f32<T>(v);
     }
-#pragma unroll
-    for (int i = 0; i < U; ++i) {
-      const int k = tile + i * blockDim.x;
-      if (k >= p.packs) continue;
-      const int c = k * V, n = min(V, p.cols - c);
-      Pack<T, V> o;
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        float v;
-        if constexpr (Il) {
-          // output e takes inputs 2e and 2e + 1 of the 2V loaded
-          const int q = 2 * e;
-          const float gv = to_f32(q < V ? g[i].v[q] : u[i].v[q - V]);
-          const float uv = to_f32(q + 1 < V ? g[i].v[q + 1] : u[i].v[q + 1 - V]);
-          v = gated<A>(gv, uv, p.alpha, p.limit);
-        } else if constexpr (Gated) {
-          v = gated<A>(to_f32(g[i].v[e]), to_f32(u[i].v[e]), p.alpha, p.limit);
-        } else {
-          v = act<A>(to_f32(g[i].v[e]));
-        }
-        o.v[e] = from_f32<T>(v);
-      }
-      store_pack<T, V>(yr, c, n, o);
+    st<Stream, T, V>(yr, c, n, o);
+  }
+}
+
+template <class T, int V, int U, Act A, bool Gated, bool Il, bool Stream, bool Persist>
+__global__ void __launch_bounds__(256) act_kernel(ActParams p) {
+  if constexpr (Persist) {
+    for (WalkPos w = walk_start(p.walk); w.group < p.walk.groups; walk_next(p.walk, w)) {
+      const int64_t r = w.group * blockDim.y + threadIdx.y;
+      if (r < p.rows) act_row<T, V, U, A, Gated, Il, Stream>(p, r, w.tile * blockDim.x * U + threadIdx.x);
     }
+  } else {
+    const int k0 = blockIdx.x * blockDim.x * U + threadIdx.x;
+    for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < p.rows;
+         r += int64_t(gridDim.y) * blockDim.y)
+      act_row<T, V, U, A, Gated, Il, Stream>(p, r, k0);
   }
 }
 
