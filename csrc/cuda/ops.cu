@@ -10,7 +10,7 @@
 // Nothing here allocates or synchronizes.
 //
 // Tuning hooks (read once per process; docs/cuda.md): BRAZE_CUDA_ACT_VARIANT
-// and BRAZE_CUDA_EMB_VARIANT pick the 16-byte path's kernel form (kVariants);
+// and BRAZE_CUDA_EMB_VARIANT pick the 16-byte path's kernel form (kActVariants, kEmbVariants);
 // BRAZE_CUDA_HAD_ELEMS the elements a Hadamard thread holds (8, 16 or 32).
 #include "cuda/ops.h"
 
@@ -43,14 +43,20 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // The 16-byte path's forms: packs a thread (per input), cache-streaming
-// accesses, persistent grid. Variant 0 is the measured default.
+// accesses, persistent grid, lean math (activations only: rcp.approx and
+// paired conversions). Variant 0 of each is the measured default; 1 isolates
+// the math, the others add the memory-side changes to it.
 struct Form {
   int packs;
-  bool stream, persist;
+  bool stream, persist, fast;
 };
-constexpr Form kVariants[] = {{2, false, false}, {4, false, false}, {4, true, false}, {2, true, true},
-                              {4, true, true}};
-constexpr int kVariantCount = int(sizeof(kVariants) / sizeof(kVariants[0]));
+constexpr Form kActVariants[] = {{2, false, false, false}, {2, false, false, true}, {4, true, false, true},
+                                 {2, true, true, true}, {4, true, true, true}};
+constexpr Form kEmbVariants[] = {{2, false, false, false}, {4, false, false, false}, {4, true, false, false},
+                                 {2, true, true, false}, {4, true, true, false}};
+constexpr int kVariantCount = 5;
+static_assert(sizeof(kActVariants) == kVariantCount * sizeof(Form) && sizeof(kEmbVariants) == sizeof(kActVariants),
+              "the dispatch switches list kVariantCount variants");
 
 // An integer environment setting in [lo, hi] (unset or empty: dflt), read once
 // by the caller's static; anything else is a ValueError naming it.
@@ -107,25 +113,25 @@ void launch_elementwise(void (*kernel)(P), P& p, int64_t rows, int64_t packs, in
 }
 
 // ------------------------------------------------------------------ activations
-template <class T, int V, int U, bool St, bool Pe, Act A>
+template <class T, int V, int U, bool St, bool Pe, bool Fa, Act A>
 void act_form(const ActArgs& a, ActParams& p, cudaStream_t s) {
   const auto go = [&](auto kernel) { launch_elementwise(kernel, p, a.rows, p.packs, U, Pe, a.device_id, s); };
   if (!a.gated) {
-    if constexpr (A != Act::swiglu_clamped) return go(act_kernel<T, V, U, A, false, false, St, Pe>);
+    if constexpr (A != Act::swiglu_clamped) return go(act_kernel<T, V, U, A, false, false, St, Pe, Fa>);
     else throw ValueError("swiglu_clamped is a gated activation");
   }
-  if (a.interleaved) return go(act_kernel<T, V, U, A, true, true, St, Pe>);
-  go(act_kernel<T, V, U, A, true, false, St, Pe>);
+  if (a.interleaved) return go(act_kernel<T, V, U, A, true, true, St, Pe, Fa>);
+  go(act_kernel<T, V, U, A, true, false, St, Pe, Fa>);
 }
 
-template <class T, int V, int U, bool St = false, bool Pe = false>
+template <class T, int V, int U, bool St = false, bool Pe = false, bool Fa = false>
 void act_typed(const ActArgs& a, ActParams& p, cudaStream_t s) {
   p.packs = int(ceil_div(a.cols, V));
   switch (a.act) {
-    case Act::silu: return act_form<T, V, U, St, Pe, Act::silu>(a, p, s);
-    case Act::gelu_erf: return act_form<T, V, U, St, Pe, Act::gelu_erf>(a, p, s);
-    case Act::gelu_tanh: return act_form<T, V, U, St, Pe, Act::gelu_tanh>(a, p, s);
-    case Act::swiglu_clamped: return act_form<T, V, U, St, Pe, Act::swiglu_clamped>(a, p, s);
+    case Act::silu: return act_form<T, V, U, St, Pe, Fa, Act::silu>(a, p, s);
+    case Act::gelu_erf: return act_form<T, V, U, St, Pe, Fa, Act::gelu_erf>(a, p, s);
+    case Act::gelu_tanh: return act_form<T, V, U, St, Pe, Fa, Act::gelu_tanh>(a, p, s);
+    case Act::swiglu_clamped: return act_form<T, V, U, St, Pe, Fa, Act::swiglu_clamped>(a, p, s);
   }
   throw ValueError("unknown activation");
 }
@@ -135,14 +141,16 @@ template <class T> void act_dispatch(const ActArgs& a, ActParams& p, cudaStream_
   const bool strides = a.rows == 1 || (a.x_stride % V == 0 && a.y_stride % V == 0);
   const bool halves = !a.gated || a.interleaved || a.cols % V == 0;
   if (!(aligned16(a.x) && aligned16(a.y) && strides && halves)) return act_typed<T, 1, kScalarPacks>(a, p, s);
-  static_assert(kVariantCount == 5, "act_dispatch lists every variant");
+#define BRAZE_ACT_VARIANT(k) \
+  act_typed<T, V, kActVariants[k].packs, kActVariants[k].stream, kActVariants[k].persist, kActVariants[k].fast>(a, p, s)
   switch (act_variant()) {
-    case 0: return act_typed<T, V, kVariants[0].packs, kVariants[0].stream, kVariants[0].persist>(a, p, s);
-    case 1: return act_typed<T, V, kVariants[1].packs, kVariants[1].stream, kVariants[1].persist>(a, p, s);
-    case 2: return act_typed<T, V, kVariants[2].packs, kVariants[2].stream, kVariants[2].persist>(a, p, s);
-    case 3: return act_typed<T, V, kVariants[3].packs, kVariants[3].stream, kVariants[3].persist>(a, p, s);
-    default: return act_typed<T, V, kVariants[4].packs, kVariants[4].stream, kVariants[4].persist>(a, p, s);
+    case 0: return BRAZE_ACT_VARIANT(0);
+    case 1: return BRAZE_ACT_VARIANT(1);
+    case 2: return BRAZE_ACT_VARIANT(2);
+    case 3: return BRAZE_ACT_VARIANT(3);
+    default: return BRAZE_ACT_VARIANT(4);
   }
+#undef BRAZE_ACT_VARIANT
 }
 
 // ------------------------------------------------------------------ embedding
@@ -160,14 +168,16 @@ template <class T> void embedding_dispatch(const EmbeddingArgs& a, EmbeddingPara
   const bool vec = aligned16(a.table) && aligned16(a.y) && a.table_stride % V == 0 &&
                    (a.tokens == 1 || a.y_stride % V == 0);
   if (!vec) return embedding_typed<T, 1, kScalarPacks>(a, p, s);
-  static_assert(kVariantCount == 5, "embedding_dispatch lists every variant");
+#define BRAZE_EMB_VARIANT(k) \
+  embedding_typed<T, V, kEmbVariants[k].packs, kEmbVariants[k].stream, kEmbVariants[k].persist>(a, p, s)
   switch (emb_variant()) {
-    case 0: return embedding_typed<T, V, kVariants[0].packs, kVariants[0].stream, kVariants[0].persist>(a, p, s);
-    case 1: return embedding_typed<T, V, kVariants[1].packs, kVariants[1].stream, kVariants[1].persist>(a, p, s);
-    case 2: return embedding_typed<T, V, kVariants[2].packs, kVariants[2].stream, kVariants[2].persist>(a, p, s);
-    case 3: return embedding_typed<T, V, kVariants[3].packs, kVariants[3].stream, kVariants[3].persist>(a, p, s);
-    default: return embedding_typed<T, V, kVariants[4].packs, kVariants[4].stream, kVariants[4].persist>(a, p, s);
+    case 0: return BRAZE_EMB_VARIANT(0);
+    case 1: return BRAZE_EMB_VARIANT(1);
+    case 2: return BRAZE_EMB_VARIANT(2);
+    case 3: return BRAZE_EMB_VARIANT(3);
+    default: return BRAZE_EMB_VARIANT(4);
   }
+#undef BRAZE_EMB_VARIANT
 }
 
 // ------------------------------------------------------------------ hadamard
