@@ -28,8 +28,7 @@ NB_MODULE(_cuda, m) {
   bind::bind_norm(m, launcher(cuda::norm_run));
   bind::bind_rope(m, launcher(cuda::rope_run));
   bind::bind_sampling(m, launcher(cuda::sampling_run));
-  // hadamard: no CUDA kernel yet (CUDA arrays run the reference composition in torch)
-  bind::bind_ops(m, {launcher(cuda::act_run), launcher(cuda::embedding_run), {}});
+  bind::bind_ops(m, {launcher(cuda::act_run), launcher(cuda::embedding_run), launcher(cuda::hadamard_run)});
   m.def("norm_vjp_workspace_bytes", [](const std::string& op, const std::string& dtype, int64_t rows, int64_t cols,
                                        int grads, int device) {
     const norm::Op o = op == "rms_norm_vjp" ? norm::Op::rms_norm_vjp

@@ -1,20 +1,30 @@
 // Host launchers of the ops family. The elementwise kernels (activations,
 // embedding) take a 2-D grid: x tiles a row into blocks of up to 256 threads x
 // U packs (threads rounded to the row so the last tile is not mostly idle),
-// y walks the rows, several rows a block when rows are short. (The Hadamard
-// kernel of b470f6e failed its first GPU run and is not built: see docs/cuda.md.)
+// y walks the rows, several rows a block when rows are short; their
+// persistent variants launch (SMs x resident blocks) blocks of the same shape
+// that walk those tiles (walk.cuh). The Hadamard kernel takes whole rows a
+// block (see shaders/cuda/ops/hadamard.cuh).
 // 16-byte packs need aligned base pointers and row strides (and, for gated
 // rows in halves, cols % V == 0); anything else takes the scalar path.
 // Nothing here allocates or synchronizes.
+//
+// Tuning hooks (read once per process; docs/cuda.md): BRAZE_CUDA_ACT_VARIANT
+// and BRAZE_CUDA_EMB_VARIANT pick the 16-byte path's kernel form (kActVariants, kEmbVariants);
+// BRAZE_CUDA_HAD_ELEMS the elements a Hadamard thread holds (8, 16 or 32).
 #include "cuda/ops.h"
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "cuda/ops/act.cuh"
 #include "cuda/ops/embedding.cuh"
+#include "cuda/ops/hadamard.cuh"
 #include "cuda/runtime.cuh"
 
 namespace braze::cuda {
@@ -24,13 +34,50 @@ using namespace braze::cuda::ops;
 using braze::ops::Act;
 using braze::ops::ActArgs;
 using braze::ops::EmbeddingArgs;
+using braze::ops::HadamardArgs;
 
 constexpr int kThreads = 256;
-constexpr int kVecPacks = 2;     // 16-byte packs per thread (and input): 2 or 4 loads in flight
 constexpr int kScalarPacks = 8;  // elements per thread on the scalar path
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// The 16-byte path's forms: packs a thread (per input), cache-streaming
+// accesses, persistent grid, lean math (activations only: rcp.approx and
+// paired conversions). Variant 0 of each is the measured default; 1 isolates
+// the math, the others add the memory-side changes to it.
+struct Form {
+  int packs;
+  bool stream, persist, fast;
+};
+constexpr Form kActVariants[] = {{2, false, false, false}, {2, false, false, true}, {4, true, false, true},
+                                 {2, true, true, true}, {4, true, true, true}};
+constexpr Form kEmbVariants[] = {{2, false, false, false}, {4, false, false, false}, {4, true, false, false},
+                                 {2, true, true, false}, {4, true, true, false}};
+constexpr int kVariantCount = 5;
+static_assert(sizeof(kActVariants) == kVariantCount * sizeof(Form) && sizeof(kEmbVariants) == sizeof(kActVariants),
+              "the dispatch switches list kVariantCount variants");
+
+// An integer environment setting in [lo, hi] (unset or empty: dflt), read once
+// by the caller's static; anything else is a ValueError naming it.
+int env_int(const char* name, int lo, int hi, int dflt) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == 0) return dflt;
+  char* end = nullptr;
+  const long k = std::strtol(v, &end, 10);
+  if (*end != 0 || k < lo || k > hi)
+    throw ValueError(std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "], got '" + v + "'");
+  return int(k);
+}
+int act_variant() {
+  static const int v = env_int("BRAZE_CUDA_ACT_VARIANT", 0, kVariantCount - 1, 0);
+  return v;
+}
+int emb_variant() {
+  static const int v = env_int("BRAZE_CUDA_EMB_VARIANT", 0, kVariantCount - 1, 0);
+  return v;
+}
 
 struct Shape {
   dim3 grid, block;
@@ -45,31 +92,46 @@ Shape elementwise_shape(int64_t rows, int64_t packs, int U) {
   return {dim3(unsigned(tiles), unsigned(gy)), dim3(unsigned(tx), unsigned(ty))};
 }
 
-// ------------------------------------------------------------------ activations
-template <class T, int V, int U, Act A, bool G, bool Il>
-void act_launch(const ActParams& p, const Shape& sh, cudaStream_t s) {
-  act_kernel<T, V, U, A, G, Il><<<sh.grid, sh.block, 0, s>>>(p);
+// Launches an elementwise kernel over `rows` rows of `packs` packs, U a
+// thread: the 2-D grid, or (persist) the blocks the device keeps resident at
+// once, walking the same (row group, tile) items.
+template <class P>
+void launch_elementwise(void (*kernel)(P), P& p, int64_t rows, int64_t packs, int U, bool persist, int device,
+                        cudaStream_t s) {
+  const Shape sh = elementwise_shape(rows, packs, U);
+  if (!persist) {
+    kernel<<<sh.grid, sh.block, 0, s>>>(p);
+    return;
+  }
+  const int threads = int(sh.block.x * sh.block.y);
+  const int64_t tiles = sh.grid.x, groups = ceil_div(rows, sh.block.y);
+  const int64_t resident = int64_t(sm_count(device)) * blocks_per_sm(reinterpret_cast<const void*>(kernel),
+                                                                       threads, device);
+  const int64_t grid = std::max<int64_t>(1, std::min(tiles * groups, resident));
+  p.walk = Walk{groups, int(tiles), int(grid % tiles), grid / tiles};
+  kernel<<<unsigned(grid), sh.block, 0, s>>>(p);
 }
 
-template <class T, int V, int U, Act A>
-void act_form(const ActArgs& a, const ActParams& p, const Shape& sh, cudaStream_t s) {
+// ------------------------------------------------------------------ activations
+template <class T, int V, int U, bool St, bool Pe, bool Fa, Act A>
+void act_form(const ActArgs& a, ActParams& p, cudaStream_t s) {
+  const auto go = [&](auto kernel) { launch_elementwise(kernel, p, a.rows, p.packs, U, Pe, a.device_id, s); };
   if (!a.gated) {
-    if constexpr (A != Act::swiglu_clamped) return act_launch<T, V, U, A, false, false>(p, sh, s);
+    if constexpr (A != Act::swiglu_clamped) return go(act_kernel<T, V, U, A, false, false, St, Pe, Fa>);
     else throw ValueError("swiglu_clamped is a gated activation");
   }
-  if (a.interleaved) return act_launch<T, V, U, A, true, true>(p, sh, s);
-  act_launch<T, V, U, A, true, false>(p, sh, s);
+  if (a.interleaved) return go(act_kernel<T, V, U, A, true, true, St, Pe, Fa>);
+  go(act_kernel<T, V, U, A, true, false, St, Pe, Fa>);
 }
 
-template <class T, int V, int U>
+template <class T, int V, int U, bool St = false, bool Pe = false, bool Fa = false>
 void act_typed(const ActArgs& a, ActParams& p, cudaStream_t s) {
   p.packs = int(ceil_div(a.cols, V));
-  const Shape sh = elementwise_shape(a.rows, p.packs, U);
   switch (a.act) {
-    case Act::silu: return act_form<T, V, U, Act::silu>(a, p, sh, s);
-    case Act::gelu_erf: return act_form<T, V, U, Act::gelu_erf>(a, p, sh, s);
-    case Act::gelu_tanh: return act_form<T, V, U, Act::gelu_tanh>(a, p, sh, s);
-    case Act::swiglu_clamped: return act_form<T, V, U, Act::swiglu_clamped>(a, p, sh, s);
+    case Act::silu: return act_form<T, V, U, St, Pe, Fa, Act::silu>(a, p, s);
+    case Act::gelu_erf: return act_form<T, V, U, St, Pe, Fa, Act::gelu_erf>(a, p, s);
+    case Act::gelu_tanh: return act_form<T, V, U, St, Pe, Fa, Act::gelu_tanh>(a, p, s);
+    case Act::swiglu_clamped: return act_form<T, V, U, St, Pe, Fa, Act::swiglu_clamped>(a, p, s);
   }
   throw ValueError("unknown activation");
 }
@@ -78,30 +140,110 @@ template <class T> void act_dispatch(const ActArgs& a, ActParams& p, cudaStream_
   constexpr int V = kVec16<T>;
   const bool strides = a.rows == 1 || (a.x_stride % V == 0 && a.y_stride % V == 0);
   const bool halves = !a.gated || a.interleaved || a.cols % V == 0;
-  if (aligned16(a.x) && aligned16(a.y) && strides && halves) act_typed<T, V, kVecPacks>(a, p, s);
-  else act_typed<T, 1, kScalarPacks>(a, p, s);
+  if (!(aligned16(a.x) && aligned16(a.y) && strides && halves)) return act_typed<T, 1, kScalarPacks>(a, p, s);
+#define BRAZE_ACT_VARIANT(k) \
+  act_typed<T, V, kActVariants[k].packs, kActVariants[k].stream, kActVariants[k].persist, kActVariants[k].fast>(a, p, s)
+  switch (act_variant()) {
+    case 0: return BRAZE_ACT_VARIANT(0);
+    case 1: return BRAZE_ACT_VARIANT(1);
+    case 2: return BRAZE_ACT_VARIANT(2);
+    case 3: return BRAZE_ACT_VARIANT(3);
+    default: return BRAZE_ACT_VARIANT(4);
+  }
+#undef BRAZE_ACT_VARIANT
 }
 
 // ------------------------------------------------------------------ embedding
-template <class T, class Id, int V, int U>
+template <class T, int V, int U, bool St = false, bool Pe = false>
 void embedding_typed(const EmbeddingArgs& a, EmbeddingParams& p, cudaStream_t s) {
   p.packs = int(ceil_div(a.dim, V));
-  const Shape sh = elementwise_shape(a.tokens, p.packs, U);
-  embedding_kernel<T, Id, V, U><<<sh.grid, sh.block, 0, s>>>(p);
+  if (a.id_dtype == DType::i64)
+    launch_elementwise(embedding_kernel<T, int64_t, V, U, St, Pe>, p, a.tokens, p.packs, U, Pe, a.device_id, s);
+  else
+    launch_elementwise(embedding_kernel<T, int32_t, V, U, St, Pe>, p, a.tokens, p.packs, U, Pe, a.device_id, s);
 }
 
 template <class T> void embedding_dispatch(const EmbeddingArgs& a, EmbeddingParams& p, cudaStream_t s) {
   constexpr int V = kVec16<T>;
   const bool vec = aligned16(a.table) && aligned16(a.y) && a.table_stride % V == 0 &&
                    (a.tokens == 1 || a.y_stride % V == 0);
-  const bool i64 = a.id_dtype == DType::i64;
-  if (vec) {
-    if (i64) embedding_typed<T, int64_t, V, kVecPacks>(a, p, s);
-    else embedding_typed<T, int32_t, V, kVecPacks>(a, p, s);
-  } else {
-    if (i64) embedding_typed<T, int64_t, 1, kScalarPacks>(a, p, s);
-    else embedding_typed<T, int32_t, 1, kScalarPacks>(a, p, s);
+  if (!vec) return embedding_typed<T, 1, kScalarPacks>(a, p, s);
+#define BRAZE_EMB_VARIANT(k) \
+  embedding_typed<T, V, kEmbVariants[k].packs, kEmbVariants[k].stream, kEmbVariants[k].persist>(a, p, s)
+  switch (emb_variant()) {
+    case 0: return BRAZE_EMB_VARIANT(0);
+    case 1: return BRAZE_EMB_VARIANT(1);
+    case 2: return BRAZE_EMB_VARIANT(2);
+    case 3: return BRAZE_EMB_VARIANT(3);
+    default: return BRAZE_EMB_VARIANT(4);
   }
+#undef BRAZE_EMB_VARIANT
+}
+
+// ------------------------------------------------------------------ hadamard
+// Raises `kernel`'s dynamic shared-memory limit to `bytes` where the 48 KB
+// default is not enough; once per (kernel, device), raised again if a later
+// call needs more. A GPU that offers less gets a RuntimeError naming both.
+void allow_shared(const void* kernel, int device, int bytes) {
+  if (bytes <= 48 * 1024) return;
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> granted;
+  std::lock_guard<std::mutex> lock(mu);
+  int& have = granted[{kernel, device}];
+  if (have >= bytes) return;
+  int optin = 0;
+  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  if (bytes > optin)
+    throw std::runtime_error("braze CUDA backend: hadamard: rows of this length stage " + std::to_string(bytes) +
+                             " bytes of shared memory per block; this GPU offers " + std::to_string(optin));
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+        "hadamard: cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  have = bytes;
+}
+
+struct HadamardLaunch {
+  unsigned grid, block;
+  int smem;
+};
+
+template <class T, int E, int V>
+void hadamard_launch(const HadamardParams& p, const HadamardLaunch& l, int device, cudaStream_t s) {
+  const auto kernel = p.M > 1 ? hadamard_kernel<T, E, V, true> : hadamard_kernel<T, E, V, false>;
+  allow_shared(reinterpret_cast<const void*>(kernel), device, l.smem);
+  kernel<<<l.grid, l.block, size_t(l.smem), s>>>(p);
+}
+
+template <class T, int E>
+void hadamard_packed(bool vec, const HadamardParams& p, const HadamardLaunch& l, int device, cudaStream_t s) {
+  constexpr int V = kVec16<T>;
+  if constexpr (E % V == 0) {
+    if (vec) return hadamard_launch<T, E, V>(p, l, device, s);
+  }
+  hadamard_launch<T, E, 1>(p, l, device, s);
+}
+
+template <class T>
+void hadamard_typed(int E, bool vec, const HadamardParams& p, const HadamardLaunch& l, int device,
+                    cudaStream_t s) {
+  switch (E) {
+    case 1: return hadamard_packed<T, 1>(vec, p, l, device, s);
+    case 2: return hadamard_packed<T, 2>(vec, p, l, device, s);
+    case 4: return hadamard_packed<T, 4>(vec, p, l, device, s);
+    case 8: return hadamard_packed<T, 8>(vec, p, l, device, s);
+    case 16: return hadamard_packed<T, 16>(vec, p, l, device, s);
+    case 32: return hadamard_packed<T, 32>(vec, p, l, device, s);
+    case 64: return hadamard_packed<T, 64>(vec, p, l, device, s);
+    default: throw std::logic_error("hadamard: no kernel for " + std::to_string(E) + " elements a thread");
+  }
+}
+
+int hadamard_elems() {
+  static const int e = [] {
+    const int v = env_int("BRAZE_CUDA_HAD_ELEMS", 8, 32, 16);
+    if (v != 8 && v != 16 && v != 32) throw ValueError("BRAZE_CUDA_HAD_ELEMS must be 8, 16 or 32, got " + std::to_string(v));
+    return v;
+  }();
+  return e;
 }
 
 template <class F> void by_dtype(DType t, F&& f) {
@@ -118,7 +260,7 @@ template <class F> void by_dtype(DType t, F&& f) {
 void act_run(const ActArgs& a, uintptr_t stream) {
   if (a.rows == 0 || a.cols == 0) return;
   if (a.cols > INT_MAX / 2) throw ValueError("rows of x are too long for the CUDA activation kernels");
-  ActParams p{a.x, a.y, a.x_stride, a.y_stride, a.rows, int(a.cols), 0, a.alpha, a.limit};
+  ActParams p{a.x, a.y, a.x_stride, a.y_stride, a.rows, int(a.cols), 0, a.alpha, a.limit, Walk{}};
   DeviceGuard guard(a.device_id);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   by_dtype(a.dtype, [&](auto t) { act_dispatch<decltype(t)>(a, p, s); });
@@ -131,12 +273,64 @@ void embedding_run(const EmbeddingArgs& a, uintptr_t stream) {
   if (a.id_dtype != DType::i32 && a.id_dtype != DType::i64)
     throw TypeError(std::string("ids must be int32 or int64, got ") + dtype_name(a.id_dtype));
   EmbeddingParams p{a.ids, a.table, a.y, a.ids_stride, a.table_stride, a.y_stride, a.tokens, a.vocab,
-                    int(a.dim), 0};
+                    int(a.dim), 0, Walk{}};
   DeviceGuard guard(a.device_id);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   by_dtype(a.dtype, [&](auto t) { embedding_dispatch<decltype(t)>(a, p, s); });
   check_launch("embedding");
 }
 
+// Shape of a Hadamard launch: E elements a thread (the tuning base, fewer for
+// a short subrow, more when a row would need over kHadThreads threads), G =
+// P / E threads a subrow, R rows a block for short rows (about 128 threads),
+// the block padded to whole warps, shared memory for R rows of f32 when the
+// row is staged (warp bits, or M > 1).
+void hadamard_run(const HadamardArgs& a, uintptr_t stream) {
+  if (a.rows == 0 || a.n == 0) return;
+  const int M = a.m, logP = a.log2;
+  if (!(M == 1 || M == 12 || M == 20 || M == 28) || logP < 0 || logP > 15 || (int64_t(M) << logP) != a.n ||
+      a.n > 32768)
+    throw ValueError("hadamard: n must be m * 2**k with m in {1, 12, 20, 28}, at most 32768, got " +
+                     std::to_string(a.n));
+  const int P = 1 << logP;
+  int E = std::min(P, hadamard_elems());
+  while (int64_t(M) * (P / E) > kHadThreads) E *= 2;  // E <= 64: M * P <= 32768 = 512 * 64
+  int logG = 0;
+  while ((E << logG) < P) ++logG;
+  const int per_row = M << logG;
+  const int R = per_row < 128 ? int(std::min<int64_t>(128 / per_row, a.rows)) : 1;
+  const bool staged = M > 1 || logG > 5;
+
+  HadamardParams p{};
+  p.x = a.x;
+  p.y = a.y;
+  p.x_stride = a.x_stride;
+  p.y_stride = a.y_stride;
+  p.rows = a.rows;
+  p.groups = ceil_div(a.rows, R);
+  p.scale = a.scale;
+  p.M = M;
+  p.logP = logP;
+  p.logG = logG;
+  p.R = R;
+  p.threads = R * per_row;
+  HadamardLaunch l;
+  l.grid = unsigned(std::min<int64_t>(p.groups, INT_MAX));
+  l.block = unsigned(ceil_div(p.threads, 32) * 32);
+  l.smem = staged ? int(int64_t(R) * a.n * int64_t(sizeof(float))) : 0;
+  if (l.block > unsigned(kHadThreads))
+    throw std::logic_error("hadamard: a block of " + std::to_string(l.block) + " threads");
+
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  by_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    constexpr int V = kVec16<T>;
+    const bool vec = E % V == 0 && aligned16(a.x) && aligned16(a.y) &&
+                     (a.rows == 1 || (a.x_stride % V == 0 && a.y_stride % V == 0));
+    hadamard_typed<T>(E, vec, p, l, a.device_id, s);
+  });
+  check_launch("hadamard");
+}
 
 }  // namespace braze::cuda

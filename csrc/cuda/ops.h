@@ -9,4 +9,5 @@
 namespace braze::cuda {
 void act_run(const ops::ActArgs& a, uintptr_t stream);
 void embedding_run(const ops::EmbeddingArgs& a, uintptr_t stream);
+void hadamard_run(const ops::HadamardArgs& a, uintptr_t stream);
 }  // namespace braze::cuda

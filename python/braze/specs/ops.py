@@ -132,7 +132,7 @@ def _had_cost(shape, dtype, case):
 register(OpSpec(
     family="ops", name="hadamard", fn=ops.hadamard, reference=ref.hadamard,
     make_inputs=lambda shape, dtype, rng, case, strided: ((rows(shape, dtype, rng, strided),), dict(case)),
-    out_kwargs=lambda r: {"out": r}, cost=_had_cost, backends=("cpu", "metal"),  # CUDA: not yet (docs/cuda.md) cases=({}, {"scale": 0.5}),
+    out_kwargs=lambda r: {"out": r}, cost=_had_cost, backends=BACKENDS, cases=({}, {"scale": 0.5}),
     shapes=((4, 64), (3, 5, 128), (6, 12 * 64), (5, 20 * 32), (4, 28 * 16), (2, 4096), (3, 1024)),
     edge_shapes=((1, 1), (3, 2), (2, 4), (2, 12), (3, 24), (2, 20), (2, 28), (2, 56), (0, 64), (2, 0, 16),
                  (2, 32768), (1, 28 * 1024), (2, 20 * 1024), (2, 12 * 2048)),

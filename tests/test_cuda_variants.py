@@ -1,0 +1,48 @@
+"""The tuning variants of the CUDA ops kernels (docs/cuda.md, "Tuning hooks"):
+each variant is chosen once per process from the environment, so every one
+runs test_cuda.py's own ops tests in a child pytest with its setting. The
+default (0 / 16) is what test_cuda.py itself runs.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from braze import _backends  # noqa: E402
+
+READY = torch.cuda.is_available() and _backends.usable("cuda")
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not READY, reason="no CUDA GPU, torch or braze._cuda here")]
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _child(env, select):
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
+           str(HERE / "test_cuda.py"), "-k", select]
+    r = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+    tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
+    assert r.returncode == 0, f"{env}: child pytest failed (rc {r.returncode}):\n{tail}"
+    assert " passed" in tail, f"{env}: the child ran no test:\n{tail}"
+
+
+@pytest.mark.parametrize("variant", [1, 2, 3, 4])
+def test_variant_silu_gelu_swiglu_embedding(variant):
+    _child({"BRAZE_CUDA_ACT_VARIANT": str(variant), "BRAZE_CUDA_EMB_VARIANT": str(variant)},
+           "ops_act or ops_embedding or ops_empty or ops_cuda_graph")
+
+
+@pytest.mark.parametrize("elems", [8, 32])
+def test_variant_hadamard_elems(elems):
+    _child({"BRAZE_CUDA_HAD_ELEMS": str(elems)}, "ops_hadamard")
+
+
+def test_variant_bad_setting_silu_and_mul_raises():
+    code = ("import torch, braze; x = torch.ones(2, 64, device='cuda')\n"
+            "try:\n    braze.ops.silu_and_mul(x)\nexcept ValueError as e:\n    print('VALUE', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_ACT_VARIANT="9"),
+                       capture_output=True, text=True, timeout=120)
+    assert "VALUE BRAZE_CUDA_ACT_VARIANT must be an integer in [0, 4], got '9'" in r.stdout, r.stdout + r.stderr
