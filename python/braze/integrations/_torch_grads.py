@@ -131,8 +131,14 @@ BACKWARD = {
 }
 
 
+def _lib():
+    from .torch import _LIB
+
+    return _LIB
+
+
 def register(op, d):
-    """Registers the backward of op (an OpDesc ``d``) where BACKWARD has one."""
+    """Registers the backward of op (its qualified name; ``d`` its OpDesc) where BACKWARD has one."""
     backward = BACKWARD.get(d.spec.name)
     if backward is None:
         return
@@ -149,4 +155,4 @@ def register(op, d):
         got = backward(ctx.saved, *grads)
         return tuple(got.get(n) for n in names)
 
-    op.register_autograd(bwd, setup_context=setup_context)
+    torch.library.register_autograd(op, bwd, setup_context=setup_context, lib=_lib())
