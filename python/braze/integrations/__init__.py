@@ -1,0 +1,1 @@
+"""Framework integrations: ``braze.integrations.torch`` registers every op with torch.library."""

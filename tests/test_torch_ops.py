@@ -1,0 +1,255 @@
+"""braze ops as torch.library custom ops: registration covers the registry,
+opcheck, torch.compile(fullgraph=True) against eager, autograd (gradcheck in
+f64 on the reference path; kernels against autograd of the composition)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import cuda_ready  # noqa: E402
+
+import braze  # noqa: E402
+from braze import _spec, testing  # noqa: E402
+from braze.integrations import torch as bt  # noqa: E402
+from braze.reference import norm as rnorm, ops as rops, rope as rrope  # noqa: E402
+
+DEVICES = [pytest.param("cpu", id="cpu"),
+           pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda,
+                        pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")])]
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _torch(a, device, dtype):
+    if isinstance(a, np.ndarray):
+        if a.dtype.kind in "iu":
+            return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+        # each array keeps its own dtype (bfloat16 is ml_dtypes'; inv_freq stays float32)
+        return torch.from_numpy(np.asarray(a, np.float32)).to(device, TORCH_DTYPES[str(a.dtype)])
+    if isinstance(a, tuple):
+        return tuple(_torch(v, device, dtype) for v in a)
+    return a
+
+
+def _inputs(spec, device, dtype="float32", case_index=0, seed=0):
+    rng = np.random.default_rng(seed)
+    shape = spec.shapes[0]
+    args, kwargs = spec.make_inputs(shape, dtype, rng, spec.cases[case_index], False)
+    args = tuple(_torch(a, device, dtype) for a in args)
+    kwargs = {k: _torch(v, device, dtype) for k, v in kwargs.items()}
+    if spec.name == "philox_uniform":
+        kwargs["like"] = torch.empty(0, device=device)
+    return args, kwargs
+
+
+def test_every_registry_op_has_a_torch_op():
+    assert bt.UNMAPPED == {}
+    names = {s.name for s in _spec.ops()}
+    assert names == set(bt.register_all())
+    for name in names:
+        assert hasattr(torch.ops.braze, name) and hasattr(torch.ops.braze, name + "_out"), name
+
+
+def test_an_unmappable_signature_is_reported():
+    def op(x: "Array", table: "Dict[str, int]") -> "Array":
+        return x
+    spec = _spec.OpSpec(family="ops", name="bogus", fn=op, reference=op, make_inputs=None, out_kwargs=None,
+                        cost=None)
+    with pytest.raises(TypeError, match="table"):
+        bt.describe(spec)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("spec", _spec.ops(), ids=lambda s: s.name)
+def test_opcheck(spec, dtype, device):
+    if dtype not in spec.dtypes:
+        pytest.skip(f"{spec.name} does not take {dtype}")
+    d = bt.OPS[spec.name]
+    for ci in sorted({0, len(spec.cases) - 1}):  # opcheck is slow: the first and last option case
+        args, kwargs = _inputs(spec, device, dtype, ci)
+        vals = bt._encode(d, bt._bind(d, args, kwargs))
+        torch.library.opcheck(getattr(torch.ops.braze, spec.name).default, vals)
+        # the out= form: output slots shaped by the functional op
+        res = getattr(torch.ops.braze, spec.name)(*vals)
+        res = res if isinstance(res, tuple) else (res,)
+        slots = [torch.full_like(r, float("nan")) if r.is_floating_point() else torch.empty_like(r) for r in res]
+        torch.library.opcheck(getattr(torch.ops.braze, spec.name + "_out").default, tuple(slots) + tuple(vals))
+
+
+@pytest.mark.parametrize("spec", _spec.ops(), ids=lambda s: s.name)
+def test_call_matches_the_public_function(spec):
+    args, kwargs = _inputs(spec, "cpu", "float32", len(spec.cases) - 1, seed=1)
+    want = spec.fn(*args, **kwargs)
+    got = bt.call(spec.name, *args, **kwargs)
+    for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        assert (w is None) == (g is None)
+        if w is not None:
+            torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+    # out= through the mutating op writes the given arrays and returns them
+    outs = spec.out_kwargs(got)
+    outs = {k: tuple(torch.empty_like(t) if t is not None else None for t in v) if isinstance(v, tuple)
+            else torch.empty_like(v) for k, v in outs.items()}
+    got2 = bt.call(spec.name, *args, **kwargs, **outs)
+    flat_out = [t for v in outs.values() for t in (v if isinstance(v, tuple) else (v,))]
+    for t, g in zip(flat_out, got2 if isinstance(got2, tuple) else (got2,)):
+        assert t is None or g is t
+
+
+def test_bad_arguments_raise_before_dispatch():
+    x = torch.randn(2, 8)
+    with pytest.raises(TypeError, match="bogus"):
+        bt.call("rms_norm", x, bogus=1)
+    with pytest.raises(TypeError, match="eps"):
+        bt.call("rms_norm", x, eps="small")
+
+
+class Block(torch.nn.Module):
+    """A decode step's pieces: norm, rope, gated MLP, residual add, sampling."""
+
+    def __init__(self, hidden=64, heads=4, kv_heads=2):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.heads, self.kv_heads, self.d = heads, kv_heads, hidden // heads
+        self.w_norm = torch.nn.Parameter(torch.randn(hidden, generator=g) * 0.1 + 1)
+        self.qkv = torch.nn.Parameter(torch.randn(hidden, (heads + 2 * kv_heads) * self.d, generator=g) * 0.1)
+        self.up = torch.nn.Parameter(torch.randn(hidden, 4 * hidden, generator=g) * 0.1)
+        self.down = torch.nn.Parameter(torch.randn(2 * hidden, hidden, generator=g) * 0.1)
+
+    def forward(self, x, residual, positions):
+        h = braze.norm.rms_norm(x, self.w_norm, eps=1e-6)
+        qkv = (h @ self.qkv).view(x.shape[0], self.heads + 2 * self.kv_heads, self.d)
+        q, k = braze.rope.rope_qk(qkv[:, :self.heads], qkv[:, self.heads:self.heads + self.kv_heads], positions)
+        attn = (q.reshape(x.shape[0], -1) + k.repeat(1, self.heads // self.kv_heads, 1).reshape(x.shape[0], -1))
+        y, res = braze.norm.add_rms_norm(attn, residual, self.w_norm)
+        m = braze.ops.silu_and_mul(y @ self.up) + braze.ops.gelu_and_mul(y @ self.up, approximate="tanh")
+        logits = m @ self.down + res
+        return braze.sampling.argmax(logits), braze.sampling.softmax(logits, temperature=0.7), logits
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_matches_eager(backend, device):
+    torch._dynamo.reset()
+    m = Block().to(device)
+    x = torch.randn(3, 64, device=device)
+    res = torch.randn(3, 64, device=device)
+    pos = torch.tensor([5, 17, 400], device=device, dtype=torch.int32)
+    with torch.no_grad():
+        want = m(x, res, pos)
+        got = torch.compile(m, fullgraph=True, backend=backend)(x, res, pos)
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_compile_traces_the_custom_ops():
+    torch._dynamo.reset()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    y = torch.empty(2, 32)
+
+    def f(x, w):
+        braze.norm.rms_norm(x, w, out=y)  # the mutating form
+        return braze.ops.silu(y) + braze.norm.rms_norm(x, w, weight_offset=1.0)
+
+    x, w = torch.randn(2, 32), torch.randn(32)
+    got = torch.compile(f, fullgraph=True, backend=backend)(x, w)
+    assert "braze.rms_norm_out" in seen and "braze.silu" in seen, seen
+    torch.testing.assert_close(got, f(x, w))
+
+
+# ---------------------------------------------------------------- autograd
+def _rope_inputs(dtype, device):
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(5, 4, 32, generator=g, dtype=dtype).to(device)
+    k = torch.randn(5, 2, 32, generator=g, dtype=dtype).to(device)
+    pos = torch.tensor([0, 3, 9, 100, 4096], device=device)
+    return q, k, pos
+
+
+GRAD_CASES = {
+    # name: (make(dtype, device) -> (differentiable tensors, other args), braze fn, reference fn, kwargs)
+    "rms_norm": (lambda dt, dev: ((torch.randn(4, 48, dtype=dt), torch.randn(48, dtype=dt) + 1), ()),
+                 braze.norm.rms_norm, rnorm.rms_norm, {"eps": 1e-6, "weight_offset": 0.5}),
+    "layer_norm": (lambda dt, dev: ((torch.randn(4, 48, dtype=dt), torch.randn(48, dtype=dt), torch.randn(48, dtype=dt)),
+                                    ()), braze.norm.layer_norm, rnorm.layer_norm, {"eps": 1e-5}),
+    "add_rms_norm": (lambda dt, dev: ((torch.randn(4, 48, dtype=dt), torch.randn(4, 48, dtype=dt),
+                                       torch.randn(48, dtype=dt)), ()),
+                     braze.norm.add_rms_norm, rnorm.add_rms_norm, {"eps": 1e-6}),
+    "rope": (lambda dt, dev: ((_rope_inputs(dt, dev)[0],), (_rope_inputs(dt, dev)[2],)),
+             braze.rope.rope, rrope.rope, {"attention_scale": 0.8, "rotary_dim": 16, "interleaved": True}),
+    "rope_qk": (lambda dt, dev: (_rope_inputs(dt, dev)[:2], (_rope_inputs(dt, dev)[2],)),
+                braze.rope.rope_qk, rrope.rope_qk, {}),
+    "silu_and_mul": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.silu_and_mul,
+                     rops.silu_and_mul, {"interleaved": True}),
+    "gelu_and_mul": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.gelu_and_mul,
+                     rops.gelu_and_mul, {}),
+    "gelu_and_mul_tanh": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.gelu_and_mul,
+                          rops.gelu_and_mul, {"approximate": "tanh"}),
+    "swiglu_clamped": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 4,), ()), braze.ops.swiglu_clamped,
+                       rops.swiglu_clamped, {"limit": 3.0}),
+    "silu": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.silu, rops.silu, {}),
+    "gelu": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.gelu, rops.gelu, {}),
+}
+
+
+def _name(case):
+    return case.replace("_tanh", "")
+
+
+@pytest.mark.parametrize("case", sorted(GRAD_CASES))
+def test_gradcheck_f64_reference_path(case):
+    make, fn, _, kw = GRAD_CASES[case]
+    torch.manual_seed(0)
+    diff, rest = make(torch.float64, "cpu")
+    diff = tuple(t.detach().requires_grad_() for t in diff)
+    with testing.force_reference():
+        assert torch.autograd.gradcheck(lambda *t: bt.call(_name(case), *t, *rest, **kw), diff)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-4), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("case", sorted(GRAD_CASES))
+def test_grad_matches_autograd_of_the_composition(case, dtype, tol, device):
+    make, fn, ref, kw = GRAD_CASES[case]
+    torch.manual_seed(1)
+    diff, rest = make(dtype, device)
+    diff = tuple(t.to(device) for t in diff)
+    a = tuple(t.detach().requires_grad_() for t in diff)
+    b = tuple(t.detach().requires_grad_() for t in diff)
+    out_a = bt.call(_name(case), *a, *rest, **kw)
+    out_b = ref(*b, *rest, **kw)
+    out_a = out_a if isinstance(out_a, tuple) else (out_a,)
+    out_b = out_b if isinstance(out_b, tuple) else (out_b,)
+    cot = [torch.randn_like(o) for o in out_b]
+    ga = torch.autograd.grad(out_a, a, cot)
+    gb = torch.autograd.grad(out_b, b, cot)
+    for x, y in zip(ga, gb):
+        scale = max(1.0, y.float().abs().max().item())
+        torch.testing.assert_close(x.float(), y.float(), rtol=tol, atol=tol * scale)
+
+
+def test_compiled_training_step_matches_eager():
+    torch._dynamo.reset()
+
+    def loss(x, w, pos):
+        h = braze.norm.rms_norm(x, w)
+        r = braze.rope.rope(h.view(3, 2, 16), pos)
+        return braze.ops.silu_and_mul(r.reshape(3, 32)).square().sum()
+
+    x, w = torch.randn(3, 32, requires_grad=True), torch.randn(32, requires_grad=True)
+    pos = torch.tensor([1, 2, 300])
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    gc = torch.autograd.grad(compiled(x, w, pos), (x, w))
+    ge = torch.autograd.grad(_eager_loss(x, w, pos), (x, w))
+    for a, b in zip(gc, ge):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _eager_loss(x, w, pos):
+    h = bt.call("rms_norm", x, w)
+    r = bt.call("rope", h.view(3, 2, 16), pos)
+    return bt.call("silu_and_mul", r.reshape(3, 32)).square().sum()
