@@ -221,7 +221,10 @@ def test_grad_matches_autograd_of_the_composition(case, dtype, tol, device):
     a = tuple(t.detach().requires_grad_() for t in diff)
     b = tuple(t.detach().requires_grad_() for t in diff)
     out_a = bt.call(_name(case), *a, *rest, **kw)
-    out_b = ref(*b, *rest, **kw)
+    # the composition in float32 on the same (rounded) inputs: a bfloat16 composition rounds every
+    # intermediate, which is the reference's error, not the kernel's (swiglu_clamped's bf16 grads
+    # differed by more than 3e-2 on the H200 that way)
+    out_b = ref(*(t.float() for t in b), *rest, **kw)
     out_a = out_a if isinstance(out_a, tuple) else (out_a,)
     out_b = out_b if isinstance(out_b, tuple) else (out_b,)
     cot = [torch.randn_like(o) for o in out_b]

@@ -71,11 +71,11 @@ int env_int(const char* name, int lo, int hi, int dflt) {
   return int(k);
 }
 int act_variant() {
-  static const int v = env_int("BRAZE_CUDA_ACT_VARIANT", 0, kVariantCount - 1, 0);
+  static const int v = env_int("BRAZE_CUDA_ACT_VARIANT", 0, kVariantCount - 1, 1);
   return v;
 }
 int emb_variant() {
-  static const int v = env_int("BRAZE_CUDA_EMB_VARIANT", 0, kVariantCount - 1, 0);
+  static const int v = env_int("BRAZE_CUDA_EMB_VARIANT", 0, kVariantCount - 1, 3);
   return v;
 }
 
