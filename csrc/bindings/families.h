@@ -10,11 +10,26 @@
 
 namespace braze::bind {
 
-void bind_norm(nb::module_& m, const Launcher<norm::Args>& ctx);
 void bind_rope(nb::module_& m, const Launcher<rope::Args>& ctx);
-void bind_sampling(nb::module_& m, const Launcher<sampling::Args>& ctx);
 
-// The ops family has one typed argument block per kernel kind.
+// A family with several kernel kinds has one typed argument block, and so one
+// launcher, per kind.
+struct NormLaunchers {
+  Launcher<norm::NormArgs> forward;  // rms_norm, layer_norm, add_rms_norm, rms_norm_gated
+  Launcher<norm::NormVjpArgs> vjp;   // rms_norm_vjp, layer_norm_vjp
+};
+void bind_norm(nb::module_& m, const NormLaunchers& l);
+
+struct SamplingLaunchers {
+  Launcher<sampling::NormalizeArgs> normalize;  // softmax, log_softmax, logsumexp
+  Launcher<sampling::ArgmaxArgs> argmax;
+  Launcher<sampling::MaskArgs> mask;            // top_k_mask, top_p_mask, min_p_mask
+  Launcher<sampling::PenaltyArgs> penalties;    // apply_penalties
+  Launcher<sampling::SampleArgs> sample;
+  Launcher<sampling::PhiloxArgs> philox;        // philox_uniform
+};
+void bind_sampling(nb::module_& m, const SamplingLaunchers& l);
+
 struct OpsLaunchers {
   Launcher<ops::ActArgs> act;
   Launcher<ops::EmbeddingArgs> embedding;

@@ -27,9 +27,14 @@ bind::Launcher<Args> launcher() {
 
 NB_MODULE(_cpu, m) {
   bind::bind_common(m);
-  bind::bind_norm(m, launcher<norm::Args, cpu::norm_run>());
+  bind::bind_norm(m, {launcher<norm::NormArgs, cpu::norm_run>(), launcher<norm::NormVjpArgs, cpu::norm_vjp_run>()});
   bind::bind_rope(m, launcher<rope::Args, cpu::rope_run>());
-  bind::bind_sampling(m, launcher<sampling::Args, cpu::sampling_run>());
+  bind::bind_sampling(m, {launcher<sampling::NormalizeArgs, cpu::normalize_run>(),
+                          launcher<sampling::ArgmaxArgs, cpu::argmax_run>(),
+                          launcher<sampling::MaskArgs, cpu::mask_run>(),
+                          launcher<sampling::PenaltyArgs, cpu::penalties_run>(),
+                          launcher<sampling::SampleArgs, cpu::sample_run>(),
+                          launcher<sampling::PhiloxArgs, cpu::philox_run>()});
   bind::bind_ops(m, {launcher<ops::ActArgs, cpu::act_run>(), launcher<ops::EmbeddingArgs, cpu::embedding_run>(),
                      launcher<ops::HadamardArgs, cpu::hadamard_run>()});
 

@@ -25,9 +25,10 @@ template <class Args> bind::Launcher<Args> launcher(void (*run)(const Args&, uin
 
 NB_MODULE(_cuda, m) {
   bind::bind_common(m);
-  bind::bind_norm(m, launcher(cuda::norm_run));
+  bind::bind_norm(m, {launcher(cuda::norm_run), launcher(cuda::norm_vjp_run)});
   bind::bind_rope(m, launcher(cuda::rope_run));
-  bind::bind_sampling(m, launcher(cuda::sampling_run));
+  bind::bind_sampling(m, {launcher(cuda::normalize_run), launcher(cuda::argmax_run), launcher(cuda::mask_run),
+                          launcher(cuda::penalties_run), launcher(cuda::sample_run), launcher(cuda::philox_run)});
   bind::bind_ops(m, {launcher(cuda::act_run), launcher(cuda::embedding_run), launcher(cuda::hadamard_run)});
   m.def("norm_vjp_workspace_bytes", [](const std::string& op, const std::string& dtype, int64_t rows, int64_t cols,
                                        int grads, int device) {

@@ -1,6 +1,7 @@
 #include "core/norm.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/format.h"
 
@@ -13,13 +14,13 @@ void check_eps(double eps) {
 }
 
 // x is the row-shaped input that fixes rows, cols and dtype.
-Args base(Op op, const Tensor& x, double eps) {
+template <class A> A base(Op op, const Tensor& x, double eps) {
   require_float(x);
   check_eps(eps);
   Rows rx = as_rows(x, Role::input);
-  Args a{};
+  A a{};
   a.op = op;
-  a.dtype = a.wdtype = x.dtype;
+  a.dtype = x.dtype;
   a.rows = rx.rows;
   a.cols = rx.cols;
   a.x = x.data;
@@ -27,6 +28,7 @@ Args base(Op op, const Tensor& x, double eps) {
   a.eps = float(eps);
   a.device = x.device;
   a.device_id = x.device_id;
+  if constexpr (std::is_same_v<A, NormArgs>) a.group = a.cols;  // rms_norm_gated narrows it
   return a;
 }
 
@@ -50,75 +52,75 @@ void outputs_disjoint(const Tensor& out, std::initializer_list<const Tensor*> in
 
 }  // namespace
 
-Args prepare_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out, double eps, double w_offset) {
-  Args a = base(Op::rms_norm, x, eps);
+NormArgs prepare_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out, double eps, double w_offset) {
+  NormArgs a = base<NormArgs>(Op::rms_norm, x, eps);
   vector_like(w, x, a.cols);
-  a.y_stride = rows_like(out, x, Role::output);
+  a.out_stride = rows_like(out, x, Role::output);
   require_same_device({&x, &w, &out});
   outputs_disjoint(out, {&x, &w});
-  a.w = w.data;
-  a.y = out.data;
-  a.w_offset = float(w_offset);
+  a.weight = w.data;
+  a.out = out.data;
+  a.weight_offset = float(w_offset);
   return a;
 }
 
-Args prepare_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, double eps) {
-  Args a = base(Op::layer_norm, x, eps);
+NormArgs prepare_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, double eps) {
+  NormArgs a = base<NormArgs>(Op::layer_norm, x, eps);
   vector_like(w, x, a.cols);
   vector_like(b, x, a.cols);
-  a.y_stride = rows_like(out, x, Role::output);
+  a.out_stride = rows_like(out, x, Role::output);
   require_same_device({&x, &w, &b, &out});
   outputs_disjoint(out, {&x, &w, &b});
-  a.w = w.data;
-  a.b = b.data;
-  a.y = out.data;
+  a.weight = w.data;
+  a.bias = b.data;
+  a.out = out.data;
   return a;
 }
 
-Args prepare_add_rms_norm(const Tensor& x, const Tensor& res, const Tensor& w, const Tensor& out,
-                          const Tensor& res_out, double eps, double w_offset) {
-  Args a = base(Op::add_rms_norm, x, eps);
-  a.r_stride = rows_like(res, x, Role::input);
+NormArgs prepare_add_rms_norm(const Tensor& x, const Tensor& res, const Tensor& w, const Tensor& out,
+                              const Tensor& res_out, double eps, double w_offset) {
+  NormArgs a = base<NormArgs>(Op::add_rms_norm, x, eps);
+  a.residual_stride = rows_like(res, x, Role::input);
   vector_like(w, x, a.cols);
-  a.y_stride = rows_like(out, x, Role::output);
-  a.h_stride = rows_like(res_out, x, Role::output);
+  a.out_stride = rows_like(out, x, Role::output);
+  a.residual_out_stride = rows_like(res_out, x, Role::output);
   require_same_device({&x, &res, &w, &out, &res_out});
   outputs_disjoint(out, {&x, &res, &w, &res_out});
   // residual_out may be residual itself (in place), or be apart from it.
   if (!same_view(res_out, res)) require_disjoint(res_out, res);
   outputs_disjoint(res_out, {&x, &w});
-  a.r = res.data;
-  a.w = w.data;
-  a.y = out.data;
-  a.h = res_out.data;
-  a.w_offset = float(w_offset);
+  a.residual = res.data;
+  a.weight = w.data;
+  a.out = out.data;
+  a.residual_out = res_out.data;
+  a.weight_offset = float(w_offset);
   return a;
 }
 
-Args prepare_rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, const Tensor& out,
-                            double eps, int64_t group_size) {
-  Args a = base(Op::rms_norm_gated, x, eps);
-  a.r_stride = rows_like(gate, x, Role::input);
+NormArgs prepare_rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, const Tensor& out,
+                                double eps, int64_t group_size) {
+  NormArgs a = base<NormArgs>(Op::rms_norm_gated, x, eps);
+  a.gate_stride = rows_like(gate, x, Role::input);
   vector_like(w, x, a.cols);
-  a.y_stride = rows_like(out, x, Role::output);
+  a.out_stride = rows_like(out, x, Role::output);
   if (group_size < 0 || (group_size > 0 && a.cols % group_size != 0))
     throw ValueError("group_size must divide the last axis of x (" + std::to_string(a.cols) + "), got " +
                      std::to_string(group_size));
   require_same_device({&x, &gate, &w, &out});
   outputs_disjoint(out, {&x, &gate, &w});
-  a.r = gate.data;
-  a.w = w.data;
-  a.y = out.data;
+  a.gate = gate.data;
+  a.weight = w.data;
+  a.out = out.data;
   a.group = group_size == 0 ? a.cols : group_size;
   return a;
 }
 
-Args prepare_rms_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                          const Tensor& dw, double eps, double w_offset) {
-  Args a = base(Op::rms_norm_vjp, x, eps);
+NormVjpArgs prepare_rms_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                 const Tensor& dw, double eps, double w_offset) {
+  NormVjpArgs a = base<NormVjpArgs>(Op::rms_norm_vjp, x, eps);
   vector_like(w, x, a.cols);
-  a.r_stride = rows_like(dy, x, Role::input);
-  a.y_stride = rows_like(dx, x, Role::output);
+  a.dy_stride = rows_like(dy, x, Role::input);
+  a.dx_stride = rows_like(dx, x, Role::output);
   if (dw.defined() != w.defined())
     throw ValueError(w.defined() ? "dweight is required when weight is given"
                                  : "dweight must be None when weight is None");
@@ -126,21 +128,21 @@ Args prepare_rms_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& dy, co
   require_same_device({&x, &w, &dy, &dx, &dw});
   outputs_disjoint(dx, {&x, &w, &dy, &dw});
   outputs_disjoint(dw, {&x, &w, &dy});
-  a.w = w.data;
-  a.r = dy.data;
-  a.y = dx.data;
-  a.dw = dw.data;
-  a.w_offset = float(w_offset);
+  a.weight = w.data;
+  a.dy = dy.data;
+  a.dx = dx.data;
+  a.dweight = dw.data;
+  a.weight_offset = float(w_offset);
   return a;
 }
 
-Args prepare_layer_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy,
-                            const Tensor& dx, const Tensor& dw, const Tensor& db, double eps) {
-  Args a = base(Op::layer_norm_vjp, x, eps);
+NormVjpArgs prepare_layer_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy,
+                                   const Tensor& dx, const Tensor& dw, const Tensor& db, double eps) {
+  NormVjpArgs a = base<NormVjpArgs>(Op::layer_norm_vjp, x, eps);
   vector_like(w, x, a.cols);
   vector_like(b, x, a.cols);
-  a.r_stride = rows_like(dy, x, Role::input);
-  a.y_stride = rows_like(dx, x, Role::output);
+  a.dy_stride = rows_like(dy, x, Role::input);
+  a.dx_stride = rows_like(dx, x, Role::output);
   if (dw.defined() != w.defined())
     throw ValueError(w.defined() ? "dweight is required when weight is given"
                                  : "dweight must be None when weight is None");
@@ -152,12 +154,12 @@ Args prepare_layer_norm_vjp(const Tensor& x, const Tensor& w, const Tensor& b, c
   outputs_disjoint(dx, {&x, &w, &b, &dy, &dw, &db});
   outputs_disjoint(dw, {&x, &w, &b, &dy, &db});
   outputs_disjoint(db, {&x, &w, &b, &dy});
-  a.w = w.data;
-  a.b = b.data;
-  a.r = dy.data;
-  a.y = dx.data;
-  a.dw = dw.data;
-  a.db = db.data;
+  a.weight = w.data;
+  a.bias = b.data;
+  a.dy = dy.data;
+  a.dx = dx.data;
+  a.dweight = dw.data;
+  a.dbias = db.data;
   return a;
 }
 

@@ -16,12 +16,11 @@ template <class T> std::string num(double v, bool from_array = false) {
 }
 
 // logits: a float [B, V] array whose last axis is contiguous.
-Args base(Op op, const Tensor& x) {
+template <class A> A base(const Tensor& x) {
   require_float(x);
   if (x.ndim != 2) throw ValueError(std::string(x.name) + " must be 2-D [batch, vocab], got shape " + shape_str(x));
   Rows r = as_rows(x, Role::input);
-  Args a{};
-  a.op = op;
+  A a{};
   a.dtype = x.dtype;
   a.rows = r.rows;
   a.cols = r.cols;
@@ -35,29 +34,28 @@ Args base(Op op, const Tensor& x) {
 }
 
 // out [B, V] of `dtype`; may be x itself where `in_place_ok`.
-void row_out(Args& a, const Tensor& out, const Tensor& x, DType dtype, bool in_place_ok) {
+template <class A> void row_out(A& a, const Tensor& out, const Tensor& x, DType dtype, bool in_place_ok) {
   require_dtype(out, dtype);
   require_shape(out, x);
-  a.y = out.data;
-  a.y_stride = as_rows(out, Role::output).stride;
-  a.in_place = in_place_ok && same_view(out, x);
-  if (!a.in_place) require_disjoint(out, x);
+  a.out = static_cast<decltype(a.out)>(out.data);
+  a.out_stride = as_rows(out, Role::output).stride;
+  if constexpr (!std::is_same_v<A, NormalizeArgs>) a.in_place = in_place_ok && same_view(out, x);
+  if (!in_place_ok || !same_view(out, x)) require_disjoint(out, x);
 }
 
-// out [B] of `dtype`, contiguous.
-void vec_out(Args& a, const Tensor& out, DType dtype, const Tensor* x) {
+// out [rows] of `dtype`, contiguous.
+template <class O> O* vec_out(const Tensor& out, int64_t rows, DType dtype, const Tensor* x) {
   require_dtype(out, dtype);
-  require_vector(out, a.rows, "one entry per row of logits");
+  require_vector(out, rows, "one entry per row of logits");
   if (x) require_disjoint(out, *x);
-  a.y = out.data;
-  a.y_stride = 1;
+  return static_cast<O*>(out.data);
 }
 
 bool host_readable(const Tensor& t) { return t.device == Device::cpu; }
 
 // ok(v) says whether a value is allowed; `rule` says which values are.
 template <class T, class Ok>
-RowParam<T> param(const char* name, ParamIn in, const Args& a, DType dtype, Ok ok, const char* rule) {
+RowParam<T> param(const char* name, ParamIn in, const Logits& a, DType dtype, Ok ok, const char* rule) {
   RowParam<T> p;
   if (in.arr && in.arr->defined()) {
     const Tensor& t = *in.arr;
@@ -89,33 +87,49 @@ void same_device(const Tensor& a, const Tensor& b) { require_same_device({&a, &b
 
 }  // namespace
 
-Args prepare_normalize(Op op, const Tensor& x, const Tensor& out, ParamIn temperature) {
-  Args a = base(op, x);
+NormalizeArgs prepare_normalize(Op op, const Tensor& x, const Tensor& out, ParamIn temperature) {
+  auto a = base<NormalizeArgs>(x);
+  a.op = op;
   a.temperature = param<float>("temperature", temperature, a, DType::f32, positive, "a finite number > 0");
-  if (op == Op::logsumexp) vec_out(a, out, DType::f32, &x);
-  else row_out(a, out, x, DType::f32, false);
+  if (op == Op::logsumexp) {
+    a.out = vec_out<float>(out, a.rows, DType::f32, &x);
+    a.out_stride = 1;
+  } else {
+    row_out(a, out, x, DType::f32, false);
+  }
   same_device(x, out);
   return a;
 }
 
-Args prepare_argmax(const Tensor& x, const Tensor& out) {
-  Args a = base(Op::argmax, x);
-  vec_out(a, out, DType::i32, &x);
+ArgmaxArgs prepare_argmax(const Tensor& x, const Tensor& out) {
+  auto a = base<ArgmaxArgs>(x);
+  a.out = vec_out<int32_t>(out, a.rows, DType::i32, &x);
   same_device(x, out);
   return a;
 }
 
-Args prepare_top_k_mask(const Tensor& x, const Tensor& out, ParamIn k) {
-  Args a = base(Op::top_k_mask, x);
+// A mask with every parameter at its "keeps everything" value.
+static MaskArgs mask_base(Op op, const Tensor& x) {
+  auto a = base<MaskArgs>(x);
+  a.op = op;
+  a.top_k.value = 0;
+  a.top_p.value = 1.f;
+  a.min_p.value = 0.f;
+  a.temperature.value = 1.f;
+  return a;
+}
+
+MaskArgs prepare_top_k_mask(const Tensor& x, const Tensor& out, ParamIn k) {
+  MaskArgs a = mask_base(Op::top_k_mask, x);
   a.top_k = param<int32_t>("k", k, a, DType::i32, count, "an integer >= 0 (0 keeps every logit)");
   row_out(a, out, x, x.dtype, true);
   same_device(x, out);
   return a;
 }
 
-Args prepare_prob_mask(Op op, const Tensor& x, const Tensor& out, ParamIn p, ParamIn temperature) {
-  Args a = base(op, x);
-  if (op == Op::top_p_mask) a.p = param<float>("p", p, a, DType::f32, open_unit, "in (0, 1]");
+MaskArgs prepare_prob_mask(Op op, const Tensor& x, const Tensor& out, ParamIn p, ParamIn temperature) {
+  MaskArgs a = mask_base(op, x);
+  if (op == Op::top_p_mask) a.top_p = param<float>("p", p, a, DType::f32, open_unit, "in (0, 1]");
   else a.min_p = param<float>("p", p, a, DType::f32, unit, "in [0, 1]");
   a.temperature = param<float>("temperature", temperature, a, DType::f32, positive, "a finite number > 0");
   row_out(a, out, x, x.dtype, true);
@@ -123,9 +137,9 @@ Args prepare_prob_mask(Op op, const Tensor& x, const Tensor& out, ParamIn p, Par
   return a;
 }
 
-Args prepare_apply_penalties(const Tensor& x, const Tensor& ids, const Tensor& out, double repetition,
-                             double frequency, double presence) {
-  Args a = base(Op::apply_penalties, x);
+PenaltyArgs prepare_apply_penalties(const Tensor& x, const Tensor& ids, const Tensor& out, double repetition,
+                                    double frequency, double presence) {
+  auto a = base<PenaltyArgs>(x);
   if (!positive(repetition)) throw ValueError("repetition must be a finite number > 0, got " + repr_float(repetition));
   if (!std::isfinite(frequency)) throw ValueError("frequency must be finite, got " + repr_float(frequency));
   if (!std::isfinite(presence)) throw ValueError("presence must be finite, got " + repr_float(presence));
@@ -134,14 +148,14 @@ Args prepare_apply_penalties(const Tensor& x, const Tensor& ids, const Tensor& o
     throw ValueError(std::string(ids.name) + " must have shape (" + std::to_string(a.rows) +
                      ", L) (one row per row of logits), got " + shape_str(ids));
   Rows ri = as_rows(ids, Role::input);
-  a.ids = static_cast<const int32_t*>(ids.data);
+  a.token_ids = static_cast<const int32_t*>(ids.data);
   a.ids_len = ri.cols;
   a.ids_stride = ri.stride;
   same_device(x, ids);
   if (host_readable(ids)) {
     for (int64_t r = 0; r < a.rows; ++r)
       for (int64_t j = 0; j < a.ids_len; ++j) {
-        int32_t t = a.ids[r * a.ids_stride + j];
+        int32_t t = a.token_ids[r * a.ids_stride + j];
         if (t < -1 || t >= a.cols)
           throw ValueError(std::string(ids.name) + "[" + std::to_string(r) + ", " + std::to_string(j) +
                            "] = " + std::to_string(t) + " is not a token of a vocabulary of " +
@@ -157,28 +171,26 @@ Args prepare_apply_penalties(const Tensor& x, const Tensor& ids, const Tensor& o
   return a;
 }
 
-Args prepare_sample(const Tensor& x, const Tensor& out, ParamIn temperature, ParamIn top_k, ParamIn top_p,
-                    ParamIn min_p, uint64_t seed, uint64_t offset) {
-  Args a = base(Op::sample, x);
+SampleArgs prepare_sample(const Tensor& x, const Tensor& out, ParamIn temperature, ParamIn top_k, ParamIn top_p,
+                          ParamIn min_p, uint64_t seed, uint64_t offset) {
+  auto a = base<SampleArgs>(x);
   a.temperature = param<float>("temperature", temperature, a, DType::f32, non_negative,
                                "a finite number >= 0 (0 is greedy)");
   a.top_k = param<int32_t>("top_k", top_k, a, DType::i32, count, "an integer >= 0 (0 disables it)");
-  a.p = param<float>("top_p", top_p, a, DType::f32, open_unit, "in (0, 1] (1 disables it)");
+  a.top_p = param<float>("top_p", top_p, a, DType::f32, open_unit, "in (0, 1] (1 disables it)");
   a.min_p = param<float>("min_p", min_p, a, DType::f32, unit, "in [0, 1] (0 disables it)");
-  vec_out(a, out, DType::i32, &x);
+  a.out = vec_out<int32_t>(out, a.rows, DType::i32, &x);
   same_device(x, out);
   a.seed = seed;
   a.offset = offset;
   return a;
 }
 
-Args prepare_philox_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
-  Args a{};
-  a.op = Op::philox_uniform;
-  a.dtype = DType::f32;
+PhiloxArgs prepare_philox_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
+  PhiloxArgs a{};
   if (out.ndim != 1) throw ValueError(std::string(out.name) + " must be 1-D, got shape " + shape_str(out));
-  a.rows = out.shape[0];
-  vec_out(a, out, DType::f32, nullptr);
+  a.n = out.shape[0];
+  a.out = vec_out<float>(out, a.n, DType::f32, nullptr);
   a.seed = seed;
   a.offset = offset;
   a.device = out.device;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "cpu/simd.h"
@@ -11,7 +12,8 @@
 namespace braze::cpu::BRAZE_ISA {
 namespace {
 
-using norm::Args;
+using norm::NormArgs;
+using norm::NormVjpArgs;
 using norm::Op;
 
 // sum over a row of f(v), v its W-lane vectors (the tail vector reads `fill`
@@ -47,25 +49,25 @@ template <class D> inline vf weight(const typename D::T* w, int64_t i, int64_t c
   return w ? ld<D>(w, i, c) + offset : splat(1.f + offset);
 }
 
-template <class D> void rms_norm_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void rms_norm_rows(const NormArgs& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  auto w = static_cast<const T*>(a.w);
+  auto w = static_cast<const T*>(a.weight);
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
-    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    auto y = static_cast<T*>(a.out) + r * a.out_stride;
     vf s = splat(1.f / std::sqrt(sum_sq<D>(x, a.cols) / float(a.cols) + a.eps));
-    lanes(a.cols, [&](int64_t i, int64_t c) { st<D>(y, i, c, ld<D>(x, i, c) * s * weight<D>(w, i, c, a.w_offset)); });
+    lanes(a.cols, [&](int64_t i, int64_t c) { st<D>(y, i, c, ld<D>(x, i, c) * s * weight<D>(w, i, c, a.weight_offset)); });
   }
 }
 
-template <class D> void add_rms_norm_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void add_rms_norm_rows(const NormArgs& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  auto w = static_cast<const T*>(a.w);
+  auto w = static_cast<const T*>(a.weight);
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
-    auto res = static_cast<const T*>(a.r) + r * a.r_stride;
-    auto h = static_cast<T*>(a.h) + r * a.h_stride;
-    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    auto res = static_cast<const T*>(a.residual) + r * a.residual_stride;
+    auto h = static_cast<T*>(a.residual_out) + r * a.residual_out_stride;
+    auto y = static_cast<T*>(a.out) + r * a.out_stride;
     // Pass 1 reduces h without storing it; pass 2 recomputes h from x and
     // residual (still in L1/L2), so h and y are each written once, and h may
     // overwrite residual in place.
@@ -78,18 +80,18 @@ template <class D> void add_rms_norm_rows(const Args& a, int64_t r0, int64_t r1)
     lanes(a.cols, [&](int64_t i, int64_t c) {
       vf v = round_to<D>(ld<D>(x, i, c) + ld<D>(res, i, c));
       st<D>(h, i, c, v);
-      st<D>(y, i, c, v * s * weight<D>(w, i, c, a.w_offset));
+      st<D>(y, i, c, v * s * weight<D>(w, i, c, a.weight_offset));
     });
   }
 }
 
-template <class D> void layer_norm_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void layer_norm_rows(const NormArgs& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  auto w = static_cast<const T*>(a.w);
-  auto b = static_cast<const T*>(a.b);
+  auto w = static_cast<const T*>(a.weight);
+  auto b = static_cast<const T*>(a.bias);
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
-    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    auto y = static_cast<T*>(a.out) + r * a.out_stride;
     float mean = sum<D>(x, a.cols) / float(a.cols);
     float rstd = 1.f / std::sqrt(sum_sq_dev<D>(x, a.cols, mean) / float(a.cols) + a.eps);
     vf m = splat(mean), s = splat(rstd);
@@ -101,14 +103,14 @@ template <class D> void layer_norm_rows(const Args& a, int64_t r0, int64_t r1) {
   }
 }
 
-template <class D> void rms_norm_gated_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void rms_norm_gated_rows(const NormArgs& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
-  auto w = static_cast<const T*>(a.w);
+  auto w = static_cast<const T*>(a.weight);
   const int64_t g = a.group;
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
-    auto gate = static_cast<const T*>(a.r) + r * a.r_stride;
-    auto y = static_cast<T*>(a.y) + r * a.y_stride;
+    auto gate = static_cast<const T*>(a.gate) + r * a.gate_stride;
+    auto y = static_cast<T*>(a.out) + r * a.out_stride;
     for (int64_t g0 = 0; g0 < a.cols; g0 += g) {
       vf s = splat(1.f / std::sqrt(sum_sq<D>(x + g0, g) / float(g) + a.eps));
       lanes(g, [&](int64_t i, int64_t c) {
@@ -124,24 +126,24 @@ template <class D> void rms_norm_gated_rows(const Args& a, int64_t r0, int64_t r
 // The VJPs accumulate dweight / dbias per static block of rows into f32
 // partials, then add the blocks in order: the result does not depend on
 // which thread ran which block.
-template <class D> void rms_norm_vjp_rows(const Args& a, int64_t r0, int64_t r1, float* dw) {
+template <class D> void rms_norm_vjp_rows(const NormVjpArgs& a, int64_t r0, int64_t r1, float* dw) {
   using T = typename D::T;
-  auto w = static_cast<const T*>(a.w);
+  auto w = static_cast<const T*>(a.weight);
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
-    auto dy = static_cast<const T*>(a.r) + r * a.r_stride;
-    auto dx = static_cast<T*>(a.y) + r * a.y_stride;
+    auto dy = static_cast<const T*>(a.dy) + r * a.dy_stride;
+    auto dx = static_cast<T*>(a.dx) + r * a.dx_stride;
     vf ss{}, gx{};
     lanes(a.cols, [&](int64_t i, int64_t c) {
       vf xv = ld<D>(x, i, c);
       ss += xv * xv;
-      gx += ld<D>(dy, i, c) * weight<D>(w, i, c, a.w_offset) * xv;
+      gx += ld<D>(dy, i, c) * weight<D>(w, i, c, a.weight_offset) * xv;
     });
     float rs = 1.f / std::sqrt(hsum(ss) / float(a.cols) + a.eps);
     vf s = splat(rs), k = splat(rs * rs * hsum(gx) / float(a.cols));
     lanes(a.cols, [&](int64_t i, int64_t c) {
       vf xv = ld<D>(x, i, c), dyv = ld<D>(dy, i, c);
-      st<D>(dx, i, c, s * (dyv * weight<D>(w, i, c, a.w_offset) - xv * k));
+      st<D>(dx, i, c, s * (dyv * weight<D>(w, i, c, a.weight_offset) - xv * k));
       if (dw) {
         vf acc = ld<F32>(dw, i, c) + dyv * xv * s;
         st<F32>(dw, i, c, acc);
@@ -150,13 +152,13 @@ template <class D> void rms_norm_vjp_rows(const Args& a, int64_t r0, int64_t r1,
   }
 }
 
-template <class D> void layer_norm_vjp_rows(const Args& a, int64_t r0, int64_t r1, float* dw, float* db) {
+template <class D> void layer_norm_vjp_rows(const NormVjpArgs& a, int64_t r0, int64_t r1, float* dw, float* db) {
   using T = typename D::T;
-  auto w = static_cast<const T*>(a.w);
+  auto w = static_cast<const T*>(a.weight);
   for (int64_t r = r0; r < r1; ++r) {
     auto x = static_cast<const T*>(a.x) + r * a.x_stride;
-    auto dy = static_cast<const T*>(a.r) + r * a.r_stride;
-    auto dx = static_cast<T*>(a.y) + r * a.y_stride;
+    auto dy = static_cast<const T*>(a.dy) + r * a.dy_stride;
+    auto dx = static_cast<T*>(a.dx) + r * a.dx_stride;
     float mean = sum<D>(x, a.cols) / float(a.cols);
     float rstd = 1.f / std::sqrt(sum_sq_dev<D>(x, a.cols, mean) / float(a.cols) + a.eps);
     vf m = splat(mean), s = splat(rstd), g_sum{}, gxh_sum{};
@@ -198,9 +200,9 @@ int64_t vjp_blocks(int64_t rows, int64_t cols, int64_t elem_bytes) {
   return std::max<int64_t>(1, std::min<int64_t>({rows, kMaxBlocks, bytes / kMinBlockBytes}));
 }
 
-template <class D> void run_vjp(const Args& a) {
+template <class D> void run_vjp(const NormVjpArgs& a) {
   const int64_t n = a.cols;
-  const bool need_w = a.dw != nullptr, need_b = a.db != nullptr;
+  const bool need_w = a.dweight != nullptr, need_b = a.dbias != nullptr;
   const int64_t blocks = (need_w || need_b) ? vjp_blocks(a.rows, n, int64_t(sizeof(typename D::T))) : 1;
   std::vector<float> pw(need_w ? blocks * n : 0, 0.f), pb(need_b ? blocks * n : 0, 0.f);
   auto body = [&](int64_t blk, int) {
@@ -220,11 +222,11 @@ template <class D> void run_vjp(const Args& a) {
     std::fill(pw.begin(), pw.end(), 0.f);
     std::fill(pb.begin(), pb.end(), 0.f);
   }
-  reduce_blocks<D>(pw, blocks, n, a.dw);
-  reduce_blocks<D>(pb, blocks, n, a.db);
+  reduce_blocks<D>(pw, blocks, n, a.dweight);
+  reduce_blocks<D>(pb, blocks, n, a.dbias);
 }
 
-template <class D> void run_typed(const Args& a) {
+template <class D> void run_typed(const NormArgs& a) {
   const int64_t row_bytes = a.cols * int64_t(sizeof(typename D::T));
   switch (a.op) {
     case Op::rms_norm:
@@ -235,16 +237,19 @@ template <class D> void run_typed(const Args& a) {
       return parallel_rows(a.rows, 4 * row_bytes, [&](int64_t r0, int64_t r1) { add_rms_norm_rows<D>(a, r0, r1); });
     case Op::rms_norm_gated:
       return parallel_rows(a.rows, 3 * row_bytes, [&](int64_t r0, int64_t r1) { rms_norm_gated_rows<D>(a, r0, r1); });
-    case Op::rms_norm_vjp:
-    case Op::layer_norm_vjp:
-      return run_vjp<D>(a);
+    default:
+      throw ValueError(std::string(norm::op_name(a.op)) + " is not a forward norm");
   }
 }
 
 }  // namespace
 
-void norm_run(const Args& a) {
+void norm_run(const NormArgs& a) {
   with_float_dtype(a.dtype, [&](auto d) { run_typed<decltype(d)>(a); });
+}
+
+void norm_vjp_run(const NormVjpArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) { run_vjp<decltype(d)>(a); });
 }
 
 }  // namespace braze::cpu::BRAZE_ISA

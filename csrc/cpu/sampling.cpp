@@ -26,8 +26,14 @@
 namespace braze::cpu::BRAZE_ISA {
 namespace {
 
-using sampling::Args;
+using sampling::ArgmaxArgs;
+using sampling::Logits;
+using sampling::MaskArgs;
+using sampling::NormalizeArgs;
 using sampling::Op;
+using sampling::PenaltyArgs;
+using sampling::PhiloxArgs;
+using sampling::SampleArgs;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 // Software prefetch distance of the statistics pass that runs beside a write
@@ -102,7 +108,7 @@ struct NormWorkspace {
 };
 thread_local NormWorkspace tls_norm;
 
-template <class D> void normalize_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void normalize_rows(const NormalizeArgs& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
   const int64_t n = a.cols;
   const auto row = [&](int64_t r) { return static_cast<const T*>(a.x) + r * a.x_stride; };
@@ -110,15 +116,15 @@ template <class D> void normalize_rows(const Args& a, int64_t r0, int64_t r1) {
   if (a.op == Op::logsumexp) {
     for (int64_t r = r0; r < r1; ++r) {
       const Stats rs = row_stats<D>(row(r), n, inv_t(r));
-      static_cast<float*>(a.y)[r] = rs.m_safe() * inv_t(r) + std::log(rs.s);
+      a.out[r] = rs.m_safe() * inv_t(r) + std::log(rs.s);
     }
     return;
   }
   const bool softmax = a.op == Op::softmax;
-  float* const y0 = static_cast<float*>(a.y) + r0 * a.y_stride;
+  float* const y0 = a.out + r0 * a.out_stride;
   const int64_t head = to_vector_boundary(y0);
   const bool stream = a.rows * n * int64_t(sizeof(float)) > stream_min_bytes() && head >= 0 &&
-                      (r1 - r0 == 1 || a.y_stride % W == 0);
+                      (r1 - r0 == 1 || a.out_stride % W == 0);
   const int64_t seg_head = stream ? head : 0;
   NormWorkspace& ws = tls_norm;
   ws.e.resize(size_t(n));
@@ -143,7 +149,7 @@ template <class D> void normalize_rows(const Args& a, int64_t r0, int64_t r1) {
   }
   Stats rs = finish(on, Online{}, inv_t(r0));
   for (int64_t r = r0; r < r1; ++r) {
-    float* y = static_cast<float*>(a.y) + r * a.y_stride;
+    float* y = a.out + r * a.out_stride;
     const vf it = splat(inv_t(r)), mm = splat(rs.m_safe()), inv_s = splat(1.f / rs.s), l = splat(std::log(rs.s));
     vf f = vexp((splat(-std::numeric_limits<float>::max()) - mm) * it) * inv_s;  // before any rise: e = 0
     size_t k = 0;
@@ -241,7 +247,7 @@ uint32_t select_key(std::vector<Item>& items, double target, Workspace& ws) {
 }
 
 // Loads row r into ws.x (f32); returns its max, or NaN when the row is not samplable.
-template <class D> float load_row(const Args& a, int64_t r, Workspace& ws) {
+template <class D> float load_row(const Logits& a, int64_t r, Workspace& ws) {
   using T = typename D::T;
   const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
   ws.x.resize(size_t(a.cols) + W);
@@ -286,9 +292,9 @@ float top_p_cut(Workspace& ws, double p) {
   return float_of(select_key(ws.items, p * total, ws));
 }
 
-template <class D> void write_masked(const Args& a, int64_t r, const Workspace& ws, float cut, float e_min) {
+template <class D> void write_masked(const MaskArgs& a, int64_t r, const Workspace& ws, float cut, float e_min) {
   using T = typename D::T;
-  T* y = static_cast<T*>(a.y) + r * a.y_stride;
+  T* y = static_cast<T*>(a.out) + r * a.out_stride;
   const vf c = splat(cut), neg = splat(-kInf), em = splat(e_min);
   const float* x = ws.x.data();
   const float* e = e_min > 0 ? ws.e.data() : nullptr;
@@ -300,14 +306,15 @@ template <class D> void write_masked(const Args& a, int64_t r, const Workspace& 
   });
 }
 
-template <class D> void copy_row(const Args& a, int64_t r) {
+// The masks' and the penalties' copy of a row the op leaves as it is.
+template <class D, class A> void copy_row(const A& a, int64_t r) {
   using T = typename D::T;
   if (a.in_place) return;
-  memcpy(static_cast<T*>(a.y) + r * a.y_stride, static_cast<const T*>(a.x) + r * a.x_stride,
+  memcpy(static_cast<T*>(a.out) + r * a.out_stride, static_cast<const T*>(a.x) + r * a.x_stride,
          size_t(a.cols) * sizeof(T));
 }
 
-template <class D> void mask_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void mask_rows(const MaskArgs& a, int64_t r0, int64_t r1) {
   Workspace& ws = tls_ws;
   for (int64_t r = r0; r < r1; ++r) {
     const float m = load_row<D>(a, r, ws);
@@ -329,7 +336,7 @@ template <class D> void mask_rows(const Args& a, int64_t r0, int64_t r1) {
       else write_masked<D>(a, r, ws, -kInf, mp);
       continue;
     }
-    const float p = a.p.at(r);
+    const float p = a.top_p.at(r);
     if (p >= 1) {
       copy_row<D>(a, r);
       continue;
@@ -343,11 +350,11 @@ template <class D> void mask_rows(const Args& a, int64_t r0, int64_t r1) {
 // ---------------------------------------------------------------- argmax
 // Rows over the threads; rows fewer than threads are split in parts too, and
 // the parts' (max, first index) combined in order.
-template <class D> void argmax_run(const Args& a) {
+template <class D> void argmax_rows(const ArgmaxArgs& a) {
   using T = typename D::T;
   const int64_t n = a.cols, row_bytes = n * int64_t(sizeof(T));
   const auto row = [&](int64_t r) { return static_cast<const T*>(a.x) + r * a.x_stride; };
-  int32_t* y = static_cast<int32_t*>(a.y);
+  int32_t* y = a.out;
   const auto token = [](const rowsel::ArgMax& am) { return am.nan || !std::isfinite(am.m) ? -1 : int32_t(am.i); };
   constexpr int64_t kMinPart = 1 << 16;  // bytes: below this a part costs more to hand out than it saves
   if (a.rows == 0) return;
@@ -381,13 +388,13 @@ template <class D> void argmax_run(const Args& a) {
 // The general sampler: the row in f32, radix selects over all of it. The
 // fast one (sample_row) falls back to it where its candidate lists would be
 // long: many ties at the top-k bound, a large k, a top-p cut deep in the tail.
-template <class D> int32_t sample_row_radix(const Args& a, int64_t r, Workspace& ws) {
+template <class D> int32_t sample_row_radix(const SampleArgs& a, int64_t r, Workspace& ws) {
   const float m = load_row<D>(a, r, ws);
   if (std::isnan(m)) return -1;
   const float t = a.temperature.at(r);
   const int64_t k = a.top_k.at(r);
   if (!(t > 0) || k == 1) return int32_t(first_equal(ws.x.data(), a.cols, m));
-  const float inv_t = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
+  const float inv_t = 1.f / t, mp = a.min_p.at(r), p = a.top_p.at(r);
   const float cut_k = (k > 1 && k < a.cols) ? kth_largest(ws, a.cols, k) : -kInf;
   fill_exp(ws, a.cols, m, inv_t);
   // The tokens top-k and min-p keep, in index order.
@@ -511,7 +518,7 @@ template <class D> int32_t top_p_window(const typename D::T* x, int64_t n, const
 }
 
 // `next`: the row after this one (or null), prefetched while this one computes.
-template <class D> int32_t sample_row(const Args& a, int64_t r, SampleWorkspace& ws, const typename D::T* next) {
+template <class D> int32_t sample_row(const SampleArgs& a, int64_t r, SampleWorkspace& ws, const typename D::T* next) {
   using namespace rowsel;
   using T = typename D::T;
   const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
@@ -522,7 +529,7 @@ template <class D> int32_t sample_row(const Args& a, int64_t r, SampleWorkspace&
   const float m = rm.m, t = a.temperature.at(r);
   const int64_t k = a.top_k.at(r);
   if (!(t > 0) || k == 1) return int32_t(rowsel::first_equal<D>(x, n, m));
-  const float it = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
+  const float it = 1.f / t, mp = a.min_p.at(r), p = a.top_p.at(r);
   const auto u = [&] { return philox::row_uniform(a.seed, a.offset, uint64_t(r)); };
   const auto radix = [&] { return sample_row_radix<D>(a, r, tls_ws); };
   const size_t cap = size_t(std::clamp<int64_t>(n / 4, 1024, 16384));
@@ -564,24 +571,24 @@ template <class D> int32_t sample_row(const Args& a, int64_t r, SampleWorkspace&
   return top_p_full<D>(x, n, all, p, u(), cap, ws, radix);
 }
 
-template <class D> void sample_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void sample_rows(const SampleArgs& a, int64_t r0, int64_t r1) {
   SampleWorkspace& ws = tls_sample;
   using T = typename D::T;
   for (int64_t r = r0; r < r1; ++r) {
     const T* next = r + 1 < r1 ? static_cast<const T*>(a.x) + (r + 1) * a.x_stride : nullptr;
-    static_cast<int32_t*>(a.y)[r] = sample_row<D>(a, r, ws, next);
+    a.out[r] = sample_row<D>(a, r, ws, next);
   }
 }
 
 // ---------------------------------------------------------------- penalties
-template <class D> void penalty_rows(const Args& a, int64_t r0, int64_t r1) {
+template <class D> void penalty_rows(const PenaltyArgs& a, int64_t r0, int64_t r1) {
   using T = typename D::T;
   std::vector<int32_t> seen;
   for (int64_t r = r0; r < r1; ++r) {
     copy_row<D>(a, r);
     const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
-    T* y = static_cast<T*>(a.y) + r * a.y_stride;
-    const int32_t* ids = a.ids + r * a.ids_stride;
+    T* y = static_cast<T*>(a.out) + r * a.out_stride;
+    const int32_t* ids = a.token_ids + r * a.ids_stride;
     seen.clear();
     for (int64_t j = 0; j < a.ids_len; ++j)
       if (ids[j] >= 0 && ids[j] < a.cols) seen.push_back(ids[j]);
@@ -599,29 +606,45 @@ template <class D> void penalty_rows(const Args& a, int64_t r0, int64_t r1) {
   }
 }
 
-template <class D> void run_typed(const Args& a) {
-  const int64_t row_bytes = a.cols * int64_t(sizeof(typename D::T));
-  switch (a.op) {
-    case Op::softmax: case Op::log_softmax: case Op::logsumexp:
-      return parallel_rows(a.rows, 4 * row_bytes, [&](int64_t r0, int64_t r1) { normalize_rows<D>(a, r0, r1); });
-    case Op::argmax:
-      return argmax_run<D>(a);
-    case Op::top_k_mask: case Op::top_p_mask: case Op::min_p_mask:
-      return parallel_rows(a.rows, 16 * row_bytes, [&](int64_t r0, int64_t r1) { mask_rows<D>(a, r0, r1); });
-    case Op::sample:
-      return parallel_rows(a.rows, 16 * row_bytes, [&](int64_t r0, int64_t r1) { sample_rows<D>(a, r0, r1); });
-    case Op::apply_penalties:
-      return parallel_rows(a.rows, 2 * row_bytes + 8 * a.ids_len, [&](int64_t r0, int64_t r1) { penalty_rows<D>(a, r0, r1); });
-    case Op::philox_uniform:
-      for (int64_t r = 0; r < a.rows; ++r) static_cast<float*>(a.y)[r] = philox::row_uniform(a.seed, a.offset, uint64_t(r));
-      return;
-  }
-}
+template <class D> int64_t row_bytes(const Logits& a) { return a.cols * int64_t(sizeof(typename D::T)); }
 
 }  // namespace
 
-void sampling_run(const Args& a) {
-  with_float_dtype(a.dtype, [&](auto d) { run_typed<decltype(d)>(a); });
+void normalize_run(const NormalizeArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) {
+    using D = decltype(d);
+    parallel_rows(a.rows, 4 * row_bytes<D>(a), [&](int64_t r0, int64_t r1) { normalize_rows<D>(a, r0, r1); });
+  });
+}
+
+void argmax_run(const ArgmaxArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) { argmax_rows<decltype(d)>(a); });
+}
+
+void mask_run(const MaskArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) {
+    using D = decltype(d);
+    parallel_rows(a.rows, 16 * row_bytes<D>(a), [&](int64_t r0, int64_t r1) { mask_rows<D>(a, r0, r1); });
+  });
+}
+
+void penalties_run(const PenaltyArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) {
+    using D = decltype(d);
+    parallel_rows(a.rows, 2 * row_bytes<D>(a) + 8 * a.ids_len,
+                  [&](int64_t r0, int64_t r1) { penalty_rows<D>(a, r0, r1); });
+  });
+}
+
+void sample_run(const SampleArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) {
+    using D = decltype(d);
+    parallel_rows(a.rows, 16 * row_bytes<D>(a), [&](int64_t r0, int64_t r1) { sample_rows<D>(a, r0, r1); });
+  });
+}
+
+void philox_run(const PhiloxArgs& a) {
+  for (int64_t r = 0; r < a.n; ++r) a.out[r] = philox::row_uniform(a.seed, a.offset, uint64_t(r));
 }
 
 }  // namespace braze::cpu::BRAZE_ISA

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include "cuda/norm/kernel.cuh"
 #include "cuda/runtime.cuh"
@@ -12,7 +15,8 @@
 namespace braze::cuda {
 namespace {
 
-using braze::norm::Args;
+using braze::norm::NormArgs;
+using braze::norm::NormVjpArgs;
 using namespace braze::cuda::norm;
 
 constexpr int kK = 4;              // packs per thread and input held in registers
@@ -73,15 +77,15 @@ template <template <class> class OpT> constexpr bool kIsVjp = false;
 template <> constexpr bool kIsVjp<RmsNormVjp> = true;
 template <> constexpr bool kIsVjp<LayerNormVjp> = true;
 
-template <class C, template <class> class OpT> void launch_cluster(const Plan& pl, const Params& p, cudaStream_t s) {
+template <class C, template <class> class OpT, class P> void launch_cluster(const Plan& pl, const P& p, cudaStream_t s) {
   launch_clustered(norm_kernel<C, OpT>, unsigned(pl.blocks), unsigned(pl.threads), unsigned(pl.cluster), s,
                    "norm kernel launch (cluster)", p);
 }
 
 // Full: rows of whole packs (always so for V == 1), compiled without the
 // partial-pack paths.
-template <template <class> class OpT, class T, int V, bool Full>
-void launch_cfg(const Plan& pl, const Params& p, cudaStream_t s) {
+template <template <class> class OpT, class T, int V, bool Full, class P>
+void launch_cfg(const Plan& pl, const P& p, cudaStream_t s) {
   const dim3 grid(unsigned(pl.blocks)), block(unsigned(pl.threads));
   switch (pl.form) {
     case Form::warp: norm_kernel<Cfg<T, V, kK, true, false, Full>, OpT><<<grid, block, 0, s>>>(p); break;
@@ -132,8 +136,8 @@ int64_t partial_bytes(const Plan& pl, int64_t rows, int64_t cols, int nparts) {
   return rows > 0 ? pl.groups * cols * int64_t(sizeof(float)) * nparts : 0;
 }
 
-template <template <class> class OpT, class T, int V>
-void launch_form(const Plan& pl, const Params& p, cudaStream_t s) {
+template <template <class> class OpT, class T, int V, class P>
+void launch_form(const Plan& pl, const P& p, cudaStream_t s) {
   if (V == 1 || p.cols % V == 0) return launch_cfg<OpT, T, V, true>(pl, p, s);
   if constexpr (V > 1) launch_cfg<OpT, T, V, false>(pl, p, s);
 }
@@ -142,14 +146,27 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 // 16-byte packs need every pointer a kernel offsets by rows and groups to stay
 // 16-byte aligned; anything else takes the scalar path.
-bool vector_ok(const Params& p, int64_t real_rows, int size) {
-  for (const void* ptr : {p.x, p.r, p.w, p.b, static_cast<const void*>(p.y), static_cast<const void*>(p.h)})
+bool vector_ok(std::initializer_list<const void*> vecs, std::initializer_list<std::pair<const void*, int64_t>> rows,
+               const RowShape& p, int64_t real_rows, int size) {
+  for (const void* ptr : vecs)
     if (ptr && !aligned16(ptr)) return false;
-  if (real_rows > 1)
-    for (auto [ptr, stride] : {std::pair<const void*, int64_t>{p.x, p.x_stride}, {p.r, p.r_stride},
-                               {p.y, p.y_stride}, {p.h, p.h_stride}})
-      if (ptr && (stride * size) % 16 != 0) return false;
+  for (auto [ptr, stride] : rows) {
+    if (ptr && !aligned16(ptr)) return false;
+    if (ptr && real_rows > 1 && (stride * size) % 16 != 0) return false;
+  }
   return p.groups == 1 || (p.cols * size) % 16 == 0;
+}
+
+bool vector_ok(const ForwardParams& p, int64_t real_rows, int size) {
+  return vector_ok({p.w, p.b}, {{p.x, p.x_stride}, {p.residual, p.residual_stride}, {p.gate, p.gate_stride},
+                                {p.out, p.out_stride}, {p.residual_out, p.residual_out_stride}},
+                   p, real_rows, size);
+}
+
+// bias: the VJP kernels never read it, but its alignment has always been part
+// of the test, and the path taken decides dweight's summation order.
+bool vector_ok(const VjpParams& p, const void* bias, int64_t real_rows, int size) {
+  return vector_ok({p.w, bias}, {{p.x, p.x_stride}, {p.dy, p.dy_stride}, {p.dx, p.dx_stride}}, p, real_rows, size);
 }
 
 template <class T> void reduce_launch(const float* part, int64_t parts, int64_t cols, void* out, cudaStream_t s) {
@@ -159,53 +176,65 @@ template <class T> void reduce_launch(const float* part, int64_t parts, int64_t 
 }
 
 template <template <class> class OpT, class T>
-void run_typed(const Args& a, Params p, int64_t real_rows, cudaStream_t s) {
+void run_forward(const NormArgs& a, const ForwardParams& p, cudaStream_t s) {
   constexpr int Vv = kVec16<T>;
-  const bool vec = vector_ok(p, real_rows, int(sizeof(T)));
-  if constexpr (!kIsVjp<OpT>) {
-    const int V = vec ? Vv : 1;
-    const int reg_threads = OpT<Cfg<T, 1, kK, false, false>>::kMaxThreads;
-    const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
-    if (p.rows == 0) return;
-    // One row group per row (the kernel takes exactly one each).
-    const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX, clusters_usable(a.device_id));
-    if (pl.groups < p.rows) throw ValueError("x: too many rows for one CUDA launch (" + std::to_string(p.rows) + ")");
+  const bool vec = vector_ok(p, a.rows, int(sizeof(T)));
+  const int V = vec ? Vv : 1;
+  const int reg_threads = OpT<Cfg<T, 1, kK, false, false>>::kMaxThreads;
+  const int loop_threads = OpT<Cfg<T, 1, kK, false, true>>::kMaxThreads;
+  if (p.rows == 0) return;
+  // One row group per row (the kernel takes exactly one each).
+  const Plan pl = plan(p.rows, p.cols, V, reg_threads, loop_threads, INT64_MAX, clusters_usable(a.device_id));
+  if (pl.groups < p.rows) throw ValueError("x: too many rows for one CUDA launch (" + std::to_string(p.rows) + ")");
+  vec ? launch_form<OpT, T, Vv>(pl, p, s) : launch_form<OpT, T, 1>(pl, p, s);
+  check_launch("norm kernel launch");
+}
+
+template <template <class> class OpT, class T>
+void run_vjp(const NormVjpArgs& a, VjpParams p, cudaStream_t s) {
+  constexpr int Vv = kVec16<T>;
+  const bool vec = vector_ok(p, a.bias, a.rows, int(sizeof(T)));
+  const int nparts = (a.dweight ? 1 : 0) + (a.dbias ? 1 : 0);
+  const Plan pl = vjp_plan<OpT, T>(p.rows, p.cols, vec, nparts, a.device_id);
+  const int64_t need = partial_bytes(pl, p.rows, p.cols, nparts);
+  if (a.workspace_bytes < need)
+    throw ValueError("workspace: this call needs " + std::to_string(need) + " bytes, got " +
+                     std::to_string(a.workspace_bytes) + " (size it with norm_vjp_workspace_bytes)");
+  if (need && reinterpret_cast<uintptr_t>(a.workspace) % 16)
+    throw ValueError("workspace must be 16-byte aligned");
+  if (need) {
+    float* base = static_cast<float*>(a.workspace);
+    p.part_w = a.dweight ? base : nullptr;
+    p.part_b = a.dbias ? base + (a.dweight ? pl.groups * p.cols : 0) : nullptr;
+  }
+  if (p.rows > 0) {
     vec ? launch_form<OpT, T, Vv>(pl, p, s) : launch_form<OpT, T, 1>(pl, p, s);
-    check_launch("norm kernel launch");
-  } else {
-    const int nparts = (a.dw ? 1 : 0) + (a.db ? 1 : 0);
-    const Plan pl = vjp_plan<OpT, T>(p.rows, p.cols, vec, nparts, a.device_id);
-    const int64_t need = partial_bytes(pl, p.rows, p.cols, nparts);
-    if (a.ws_bytes < need)
-      throw ValueError("workspace: this call needs " + std::to_string(need) + " bytes, got " +
-                       std::to_string(a.ws_bytes) + " (size it with norm_vjp_workspace_bytes)");
-    if (need && reinterpret_cast<uintptr_t>(a.ws) % 16)
-      throw ValueError("workspace must be 16-byte aligned");
-    if (need) {
-      float* base = static_cast<float*>(a.ws);
-      p.part_w = a.dw ? base : nullptr;
-      p.part_b = a.db ? base + (a.dw ? pl.groups * p.cols : 0) : nullptr;
-    }
-    if (p.rows > 0) {
-      vec ? launch_form<OpT, T, Vv>(pl, p, s) : launch_form<OpT, T, 1>(pl, p, s);
-      check_launch("norm VJP kernel launch");
-    }
-    const int64_t parts = p.rows > 0 ? pl.groups : 0;  // no rows: the gradients are zero
-    // Keyed on the outputs: with no rows the workspace may be empty (null) and
-    // the gradients are written as zeros all the same.
-    if (a.dw) reduce_launch<T>(p.part_w, parts, p.cols, a.dw, s);
-    if (a.db) reduce_launch<T>(p.part_b, parts, p.cols, a.db, s);
-    if (nparts) check_launch("norm VJP reduction launch");
+    check_launch("norm VJP kernel launch");
+  }
+  const int64_t parts = p.rows > 0 ? pl.groups : 0;  // no rows: the gradients are zero
+  // Keyed on the outputs: with no rows the workspace may be empty (null) and
+  // the gradients are written as zeros all the same.
+  if (a.dweight) reduce_launch<T>(p.part_w, parts, p.cols, a.dweight, s);
+  if (a.dbias) reduce_launch<T>(p.part_b, parts, p.cols, a.dbias, s);
+  if (nparts) check_launch("norm VJP reduction launch");
+}
+
+// f(type tag) for the dtype of the arrays.
+template <class F> void with_dtype(DType t, F f) {
+  switch (t) {
+    case DType::f32: return f(float{});
+    case DType::f16: return f(__half{});
+    case DType::bf16: return f(__nv_bfloat16{});
+    default: throw TypeError(std::string("unsupported dtype ") + dtype_name(t));
   }
 }
 
-template <template <class> class OpT> void run_op(const Args& a, const Params& p, int64_t real_rows, cudaStream_t s) {
-  switch (a.dtype) {
-    case DType::f32: return run_typed<OpT, float>(a, p, real_rows, s);
-    case DType::f16: return run_typed<OpT, __half>(a, p, real_rows, s);
-    case DType::bf16: return run_typed<OpT, __nv_bfloat16>(a, p, real_rows, s);
-    default: throw TypeError(std::string("unsupported dtype ") + dtype_name(a.dtype));
-  }
+template <template <class> class OpT> void forward_op(const NormArgs& a, const ForwardParams& p, cudaStream_t s) {
+  with_dtype(a.dtype, [&](auto tag) { run_forward<OpT, decltype(tag)>(a, p, s); });
+}
+
+template <template <class> class OpT> void vjp_op(const NormVjpArgs& a, const VjpParams& p, cudaStream_t s) {
+  with_dtype(a.dtype, [&](auto tag) { run_vjp<OpT, decltype(tag)>(a, p, s); });
 }
 
 template <template <class> class OpT>
@@ -240,25 +269,27 @@ int64_t norm_vjp_workspace_bytes(braze::norm::Op op, DType dtype, int64_t rows, 
   }
 }
 
-void norm_run(const Args& a, uintptr_t stream) {
-  if (a.cols == 0) return;  // nothing to read or write (dweight / dbias have no elements)
-  Params p{};
+void norm_run(const NormArgs& a, uintptr_t stream) {
+  if (a.cols == 0) return;  // nothing to read or write
+  ForwardParams p{};
   p.rows = a.rows;
   p.cols = a.cols;
   p.groups = 1;
   p.x = a.x;
   p.x_stride = a.x_stride;
-  p.r = a.r;
-  p.r_stride = a.r_stride;
-  p.w = a.w;
-  p.b = a.b;
-  p.y = a.y;
-  p.y_stride = a.y_stride;
-  p.h = a.h;
-  p.h_stride = a.h_stride;
+  p.residual = a.residual;
+  p.residual_stride = a.residual_stride;
+  p.gate = a.gate;
+  p.gate_stride = a.gate_stride;
+  p.w = a.weight;
+  p.b = a.bias;
+  p.out = a.out;
+  p.out_stride = a.out_stride;
+  p.residual_out = a.residual_out;
+  p.residual_out_stride = a.residual_out_stride;
   p.eps = a.eps;
-  p.w_offset = a.w_offset;
-  if (a.op == braze::norm::Op::rms_norm_gated && a.group != a.cols) {
+  p.w_offset = a.weight_offset;
+  if (a.group != a.cols) {
     p.groups = a.cols / a.group;
     p.cols = a.group;
     p.rows = a.rows * p.groups;
@@ -266,12 +297,35 @@ void norm_run(const Args& a, uintptr_t stream) {
   DeviceGuard guard(a.device_id);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (a.op) {
-    case braze::norm::Op::rms_norm: return run_op<RmsNorm>(a, p, a.rows, s);
-    case braze::norm::Op::layer_norm: return run_op<LayerNorm>(a, p, a.rows, s);
-    case braze::norm::Op::add_rms_norm: return run_op<AddRmsNorm>(a, p, a.rows, s);
-    case braze::norm::Op::rms_norm_gated: return run_op<RmsNormGated>(a, p, a.rows, s);
-    case braze::norm::Op::rms_norm_vjp: return run_op<RmsNormVjp>(a, p, a.rows, s);
-    case braze::norm::Op::layer_norm_vjp: return run_op<LayerNormVjp>(a, p, a.rows, s);
+    case braze::norm::Op::rms_norm: return forward_op<RmsNorm>(a, p, s);
+    case braze::norm::Op::layer_norm: return forward_op<LayerNorm>(a, p, s);
+    case braze::norm::Op::add_rms_norm: return forward_op<AddRmsNorm>(a, p, s);
+    case braze::norm::Op::rms_norm_gated: return forward_op<RmsNormGated>(a, p, s);
+    default: throw ValueError(std::string(braze::norm::op_name(a.op)) + " is not a forward norm");
+  }
+}
+
+void norm_vjp_run(const NormVjpArgs& a, uintptr_t stream) {
+  if (a.cols == 0) return;  // nothing to read or write (dweight / dbias have no elements)
+  VjpParams p{};
+  p.rows = a.rows;
+  p.cols = a.cols;
+  p.groups = 1;
+  p.x = a.x;
+  p.x_stride = a.x_stride;
+  p.dy = a.dy;
+  p.dy_stride = a.dy_stride;
+  p.w = a.weight;
+  p.dx = a.dx;
+  p.dx_stride = a.dx_stride;
+  p.eps = a.eps;
+  p.w_offset = a.weight_offset;
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  switch (a.op) {
+    case braze::norm::Op::rms_norm_vjp: return vjp_op<RmsNormVjp>(a, p, s);
+    case braze::norm::Op::layer_norm_vjp: return vjp_op<LayerNormVjp>(a, p, s);
+    default: throw ValueError(std::string(braze::norm::op_name(a.op)) + " is not a norm VJP");
   }
 }
 

@@ -19,7 +19,7 @@
 namespace braze::cuda {
 namespace {
 
-using braze::sampling::Args;
+using braze::sampling::Logits;
 using braze::sampling::Op;
 using namespace braze::cuda::sampling;
 
@@ -31,7 +31,7 @@ bool rows_aligned(const void* base, int64_t stride, int64_t rows, size_t elem, s
 
 // The register form split over clusters of `ctas` CTAs of P packs per thread
 // (P >= 2: a row that needs more than one CTA of max_p needs more than 8 of 1).
-template <class T> void launch_normalize_cluster(const Args& a, int P, int64_t ctas, cudaStream_t s) {
+template <class T> void launch_normalize_cluster(const NormalizeArgs& a, int P, int64_t ctas, cudaStream_t s) {
   const unsigned grid = unsigned(a.rows * ctas), c = unsigned(ctas);
   const char* what = "softmax kernel launch (cluster)";
   switch (P) {
@@ -49,7 +49,7 @@ template <class T> void launch_normalize_cluster(const Args& a, int P, int64_t c
 // does not apply. It takes rows longer than one CTA holds (at most 8 CTAs),
 // splitting further while one wave of two CTAs per SM has room. (Rows that
 // one CTA holds stay whole: splitting 64 x 32000 measured slower.)
-bool cluster_plan(const Args& a, int64_t packs, int max_p, int* P, int64_t* ctas) {
+bool cluster_plan(const Logits& a, int64_t packs, int max_p, int* P, int64_t* ctas) {
   const int64_t slots = 2 * int64_t(sm_count(a.device_id));
   const auto need = [&](int p) { return (packs + kNormThreads * p - 1) / (kNormThreads * p); };
   if (!clusters_usable(a.device_id) || need(max_p) == 1) return false;
@@ -61,11 +61,11 @@ bool cluster_plan(const Args& a, int64_t packs, int max_p, int* P, int64_t* ctas
   return true;
 }
 
-template <class T> void launch_normalize(const Args& a, cudaStream_t s) {
+template <class T> void launch_normalize(const NormalizeArgs& a, cudaStream_t s) {
   const dim3 grid(unsigned(a.rows)), block(kNormThreads);
   const bool has_rows = a.op != Op::logsumexp;
   const bool vec = rows_aligned(a.x, a.x_stride, a.rows, sizeof(T), 4 * sizeof(T)) &&
-                   (!has_rows || rows_aligned(a.y, a.y_stride, a.rows, sizeof(float), 16));
+                   (!has_rows || rows_aligned(a.out, a.out_stride, a.rows, sizeof(float), 16));
   // Packs per thread of the register form: at most 32 registers of row data.
   const int64_t packs = (a.cols + 3) / 4;
   const int max_p = sizeof(T) == 4 ? 8 : 16;
@@ -87,64 +87,126 @@ template <class T> void launch_normalize(const Args& a, cudaStream_t s) {
 // up to 8 CTAs, slices of at least kMinSlice elements) only while the rows
 // leave SMs idle, since each CTA of 1024 threads holds an SM; 1 = whole rows.
 constexpr int64_t kMinSlice = 8192;
-int split_ctas(const Args& a, bool vec) {
+int split_ctas(const Logits& a, bool vec) {
   if (!vec || a.cols < 2 * kMinSlice) return 1;
   const int64_t sms = sm_count(a.device_id);
   const int64_t c = std::min<int64_t>({8, sms / a.rows, a.cols / kMinSlice});
   return c >= 2 && clusters_usable(a.device_id) ? int(c) : 1;
 }
 
-template <class T, int V> void launch_split(const Args& a, int ctas, cudaStream_t s) {
-  const unsigned grid = unsigned(a.rows * ctas), c = unsigned(ctas);
-  if (a.op == Op::sample) return launch_clustered(sample_kernel<T, V, true>, grid, kThreads, c, s, "sample (cluster)", a);
-  launch_clustered(mask_kernel<T, V, true>, grid, kThreads, c, s, "mask (cluster)", a);
+// The row kernels' vector form needs every row of x (and of out, where `out`
+// is given) on a 16-byte boundary.
+template <class T> bool vec_rows(const Logits& a, const void* out = nullptr, int64_t out_stride = 0) {
+  return rows_aligned(a.x, a.x_stride, a.rows, sizeof(T), 16) &&
+         (!out || rows_aligned(out, out_stride, a.rows, sizeof(T), 16));
 }
 
-template <class T, int V> void launch_rows(const Args& a, cudaStream_t s) {
-  const dim3 grid(unsigned(a.rows)), block(kThreads);
-  const bool splittable = a.op == Op::sample || a.op == Op::top_k_mask || a.op == Op::top_p_mask ||
-                          a.op == Op::min_p_mask;
+// F(type tag) for the logits' dtype.
+template <class F> void with_logits_dtype(DType t, F f) {
+  switch (t) {
+    case DType::f32: return f(float{});
+    case DType::f16: return f(__half{});
+    case DType::bf16: return f(__nv_bfloat16{});
+    default: throw TypeError(std::string("logits: unsupported dtype ") + dtype_name(t));
+  }
+}
+
+template <class T, int V> void launch_mask(const MaskArgs& a, cudaStream_t s) {
   if constexpr (V > 1) {
-    const int ctas = splittable ? split_ctas(a, true) : 1;
-    if (ctas > 1) return launch_split<T, V>(a, ctas, s);
+    const int ctas = split_ctas(a, true);
+    if (ctas > 1)
+      return launch_clustered(mask_kernel<T, V, true>, unsigned(a.rows * ctas), kThreads, unsigned(ctas), s,
+                              "mask (cluster)", a);
   }
-  switch (a.op) {
-    case Op::argmax: argmax_kernel<T, V><<<grid, block, 0, s>>>(a); break;
-    case Op::top_k_mask: case Op::top_p_mask: case Op::min_p_mask: mask_kernel<T, V><<<grid, block, 0, s>>>(a); break;
-    case Op::apply_penalties: penalty_kernel<T, V><<<grid, block, 0, s>>>(a); break;
-    case Op::sample: sample_kernel<T, V><<<grid, block, 0, s>>>(a); break;
-    default: break;
-  }
+  mask_kernel<T, V><<<unsigned(a.rows), kThreads, 0, s>>>(a);
 }
 
-template <class T> void launch(const Args& a, cudaStream_t s) {
-  if (a.op == Op::softmax || a.op == Op::log_softmax || a.op == Op::logsumexp) return launch_normalize<T>(a, s);
-  const bool has_rows = a.op != Op::argmax && a.op != Op::sample;
-  const bool vec = rows_aligned(a.x, a.x_stride, a.rows, sizeof(T), 16) &&
-                   (!has_rows || rows_aligned(a.y, a.y_stride, a.rows, sizeof(T), 16));
-  if (vec) launch_rows<T, 16 / sizeof(T)>(a, s);
-  else launch_rows<T, 1>(a, s);
+template <class T, int V> void launch_sample(const SampleArgs& a, cudaStream_t s) {
+  if constexpr (V > 1) {
+    const int ctas = split_ctas(a, true);
+    if (ctas > 1)
+      return launch_clustered(sample_kernel<T, V, true>, unsigned(a.rows * ctas), kThreads, unsigned(ctas), s,
+                              "sample (cluster)", a);
+  }
+  sample_kernel<T, V><<<unsigned(a.rows), kThreads, 0, s>>>(a);
+}
+
+// Checks every op of the family makes before it launches.
+void check_rows(const Logits& a) {
+  if (a.rows > INT32_MAX) throw ValueError("logits: at most 2^31 - 1 rows are supported on CUDA");
+  if (a.cols > (int64_t(1) << 30))  // in-row indices are 32-bit
+    throw ValueError("logits: at most 2^30 columns are supported on CUDA");
 }
 
 }  // namespace
 
-void sampling_run(const Args& a, uintptr_t stream) {
+void normalize_run(const NormalizeArgs& a, uintptr_t stream) {
   if (a.rows == 0) return;
-  if (a.rows > INT32_MAX) throw ValueError("logits: at most 2^31 - 1 rows are supported on CUDA");
-  if (a.cols > (int64_t(1) << 30) && a.op != Op::philox_uniform)  // in-row indices are 32-bit
-    throw ValueError("logits: at most 2^30 columns are supported on CUDA");
+  check_rows(a);
   DeviceGuard guard(a.device_id);
-  auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (a.op == Op::philox_uniform) {
-    philox_uniform_kernel<<<unsigned((a.rows + 255) / 256), 256, 0, s>>>(a);
-  } else {
-    switch (a.dtype) {
-      case DType::f32: launch<float>(a, s); break;
-      case DType::f16: launch<__half>(a, s); break;
-      case DType::bf16: launch<__nv_bfloat16>(a, s); break;
-      default: throw TypeError(std::string("logits: unsupported dtype ") + dtype_name(a.dtype));
-    }
-  }
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  with_logits_dtype(a.dtype, [&](auto tag) { launch_normalize<decltype(tag)>(a, s); });
+  check_launch("sampling");
+}
+
+void argmax_run(const ArgmaxArgs& a, uintptr_t stream) {
+  if (a.rows == 0) return;
+  check_rows(a);
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  with_logits_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (vec_rows<T>(a)) argmax_kernel<T, 16 / sizeof(T)><<<unsigned(a.rows), kThreads, 0, s>>>(a);
+    else argmax_kernel<T, 1><<<unsigned(a.rows), kThreads, 0, s>>>(a);
+  });
+  check_launch("sampling");
+}
+
+void mask_run(const MaskArgs& a, uintptr_t stream) {
+  if (a.rows == 0) return;
+  check_rows(a);
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  with_logits_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (vec_rows<T>(a, a.out, a.out_stride)) launch_mask<T, 16 / sizeof(T)>(a, s);
+    else launch_mask<T, 1>(a, s);
+  });
+  check_launch("sampling");
+}
+
+void penalties_run(const PenaltyArgs& a, uintptr_t stream) {
+  if (a.rows == 0) return;
+  check_rows(a);
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  with_logits_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (vec_rows<T>(a, a.out, a.out_stride)) penalty_kernel<T, 16 / sizeof(T)><<<unsigned(a.rows), kThreads, 0, s>>>(a);
+    else penalty_kernel<T, 1><<<unsigned(a.rows), kThreads, 0, s>>>(a);
+  });
+  check_launch("sampling");
+}
+
+void sample_run(const SampleArgs& a, uintptr_t stream) {
+  if (a.rows == 0) return;
+  check_rows(a);
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  with_logits_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (vec_rows<T>(a)) launch_sample<T, 16 / sizeof(T)>(a, s);
+    else launch_sample<T, 1>(a, s);
+  });
+  check_launch("sampling");
+}
+
+void philox_run(const PhiloxArgs& a, uintptr_t stream) {
+  if (a.n == 0) return;
+  if (a.n > INT32_MAX) throw ValueError("out: at most 2^31 - 1 rows are supported on CUDA");
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  philox_uniform_kernel<<<unsigned((a.n + 255) / 256), 256, 0, s>>>(a);
   check_launch("sampling");
 }
 

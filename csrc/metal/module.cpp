@@ -35,9 +35,14 @@ bind::Launcher<Args> launcher() {
 
 NB_MODULE(_metal, m) {
   bind::bind_common(m);
-  bind::bind_norm(m, launcher<norm::Args, metal::plan_norm>());
+  bind::bind_norm(m, {launcher<norm::NormArgs, metal::plan_norm>(), launcher<norm::NormVjpArgs, metal::plan_norm_vjp>()});
   bind::bind_rope(m, launcher<rope::Args, metal::plan_rope>());
-  bind::bind_sampling(m, launcher<sampling::Args, metal::plan_sampling>());
+  bind::bind_sampling(m, {launcher<sampling::NormalizeArgs, metal::plan_normalize>(),
+                          launcher<sampling::ArgmaxArgs, metal::plan_argmax>(),
+                          launcher<sampling::MaskArgs, metal::plan_mask>(),
+                          launcher<sampling::PenaltyArgs, metal::plan_penalties>(),
+                          launcher<sampling::SampleArgs, metal::plan_sample>(),
+                          launcher<sampling::PhiloxArgs, metal::plan_philox>()});
   bind::bind_ops(m, {launcher<ops::ActArgs, metal::plan_act>(), launcher<ops::EmbeddingArgs, metal::plan_embedding>(),
                      launcher<ops::HadamardArgs, metal::plan_hadamard>()});
   m.def("library_path", &metal::library_path, "Where braze.metallib was loaded from.");

@@ -1,6 +1,6 @@
 // Forward norm ops, one row per row group: rms_norm, layer_norm, add_rms_norm
 // (residual add fused, h stored and normalized as stored) and rms_norm_gated
-// (groups are rows of their own, see Params). Each is a struct with row();
+// (groups are rows of their own, see RowShape). Each is a struct with row();
 // norm_kernel (kernel.cuh) runs it over the rows of the grid.
 #pragma once
 #include "cuda/norm/row.cuh"
@@ -13,10 +13,11 @@ namespace braze::cuda::norm {
 
 template <class C> struct RmsNorm {
   using T = typename C::T;
+  using Params = ForwardParams;
   static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
-    T* y = row_ptr<T>(p.y, p.y_stride, row, p);
+    T* y = row_ptr<T>(p.out, p.out_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
     RowPass<C, 1> rp(g, p.cols);
     float ss = 0.f;
@@ -40,12 +41,13 @@ template <class C> struct RmsNorm {
 
 template <class C> struct AddRmsNorm {
   using T = typename C::T;
+  using Params = ForwardParams;
   static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
-    const T* res = row_ptr<T>(p.r, p.r_stride, row, p);
-    T* h = row_ptr<T>(p.h, p.h_stride, row, p);  // may be res itself: each element is read before it is written, by the same thread
-    T* y = row_ptr<T>(p.y, p.y_stride, row, p);
+    const T* res = row_ptr<T>(p.residual, p.residual_stride, row, p);
+    T* h = row_ptr<T>(p.residual_out, p.residual_out_stride, row, p);  // may be res itself: each element is read before it is written, by the same thread
+    T* y = row_ptr<T>(p.out, p.out_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
     RowPass<C, 2> rp(g, p.cols);
     float ss = 0.f;
@@ -73,10 +75,11 @@ template <class C> struct AddRmsNorm {
 
 template <class C> struct LayerNorm {
   using T = typename C::T;
+  using Params = ForwardParams;
   static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
-    T* y = row_ptr<T>(p.y, p.y_stride, row, p);
+    T* y = row_ptr<T>(p.out, p.out_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
     const T* b = vec_ptr<T>(p.b, row, p);
     RowPass<C, 1> rp(g, p.cols);
@@ -111,11 +114,12 @@ template <class C> struct LayerNorm {
 
 template <class C> struct RmsNormGated {
   using T = typename C::T;
+  using Params = ForwardParams;
   static constexpr int kMaxThreads = 512, kMinBlocks = BRAZE_CUDA_MIN_BLOCKS;
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
-    const T* gate = row_ptr<T>(p.r, p.r_stride, row, p);
-    T* y = row_ptr<T>(p.y, p.y_stride, row, p);
+    const T* gate = row_ptr<T>(p.gate, p.gate_stride, row, p);
+    T* y = row_ptr<T>(p.out, p.out_stride, row, p);
     const T* w = vec_ptr<T>(p.w, row, p);
     RowPass<C, 2> rp(g, p.cols);
     float ss = 0.f;

@@ -14,7 +14,8 @@ template <class Op>
 struct HasFinish<Op, std::void_t<decltype(&Op::finish)>> : std::true_type {};
 
 template <class C, template <class> class OpT>
-__global__ void __launch_bounds__(C::kWarp ? 128 : OpT<C>::kMaxThreads, OpT<C>::kMinBlocks) norm_kernel(Params p) {
+__global__ void __launch_bounds__(C::kWarp ? 128 : OpT<C>::kMaxThreads, OpT<C>::kMinBlocks)
+    norm_kernel(typename OpT<C>::Params p) {
   __shared__ float reduce_buf[2][2][32];  // used by block-per-row groups only
   __shared__ float cluster_buf[2][2];     // used by cluster groups only
   RowReduce<C::kWarp, 2, C::kCluster> reduce{reduce_buf, cluster_buf};

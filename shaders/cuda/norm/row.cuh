@@ -62,7 +62,7 @@ template <class C> struct Group {
 // Row `row` of an array with the given row stride; with groups > 1 the row is
 // one group of an array row.
 template <class T>
-__device__ __forceinline__ T* row_ptr(const void* base, int64_t stride, int64_t row, const Params& p) {
+__device__ __forceinline__ T* row_ptr(const void* base, int64_t stride, int64_t row, const RowShape& p) {
   int64_t r = row, off = 0;
   if (p.groups != 1) {
     r = row / p.groups;
@@ -72,7 +72,7 @@ __device__ __forceinline__ T* row_ptr(const void* base, int64_t stride, int64_t 
 }
 
 // The vector (weight / bias) slice that goes with row `row`; null stays null.
-template <class T> __device__ __forceinline__ const T* vec_ptr(const void* base, int64_t row, const Params& p) {
+template <class T> __device__ __forceinline__ const T* vec_ptr(const void* base, int64_t row, const RowShape& p) {
   if (!base) return nullptr;
   return static_cast<const T*>(base) + (p.groups != 1 ? (row % p.groups) * p.cols : 0);
 }

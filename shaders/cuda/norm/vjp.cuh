@@ -36,13 +36,14 @@ template <class C> struct GradAcc {
 
 template <class C> struct RmsNormVjp {
   using T = typename C::T;
+  using Params = VjpParams;
   static constexpr int kMaxThreads = 256, kMinBlocks = 1;  // the register form keeps K*V gradient sums besides the row
   GradAcc<C> dw;
 
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
-    const T* dy = row_ptr<T>(p.r, p.r_stride, row, p);
-    T* dx = row_ptr<T>(p.y, p.y_stride, row, p);
+    const T* dy = row_ptr<T>(p.dy, p.dy_stride, row, p);
+    T* dx = row_ptr<T>(p.dx, p.dx_stride, row, p);
     const T* w = static_cast<const T*>(p.w);
     float* pw = p.part_w ? p.part_w + g.index * p.cols : nullptr;
     RowPass<C, 2> rp(g, p.cols);
@@ -80,13 +81,14 @@ template <class C> struct RmsNormVjp {
 
 template <class C> struct LayerNormVjp {
   using T = typename C::T;
+  using Params = VjpParams;
   static constexpr int kMaxThreads = 256, kMinBlocks = 1;  // the register form keeps K*V gradient sums besides the row
   GradAcc<C> dw, db;
 
   template <class R> __device__ __forceinline__ void row(const Params& p, const Group<C>& g, R& reduce, int64_t row) {
     const T* x = row_ptr<T>(p.x, p.x_stride, row, p);
-    const T* dy = row_ptr<T>(p.r, p.r_stride, row, p);
-    T* dx = row_ptr<T>(p.y, p.y_stride, row, p);
+    const T* dy = row_ptr<T>(p.dy, p.dy_stride, row, p);
+    T* dx = row_ptr<T>(p.dx, p.dx_stride, row, p);
     const T* w = static_cast<const T*>(p.w);
     float* pw = p.part_w ? p.part_w + g.index * p.cols : nullptr;
     float* pb = p.part_b ? p.part_b + g.index * p.cols : nullptr;

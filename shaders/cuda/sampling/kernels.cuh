@@ -37,11 +37,19 @@ template <int V> constexpr int kUFirst = V == 1 ? 16 : 8;
 
 __device__ __forceinline__ u64 fixed(float e) { return u64(double(e) * kFix); }
 
-template <class T> __device__ __forceinline__ const T* row_in(const Args& a, int64_t r) {
+using braze::sampling::ArgmaxArgs;
+using braze::sampling::Logits;
+using braze::sampling::MaskArgs;
+using braze::sampling::PenaltyArgs;
+using braze::sampling::PhiloxArgs;
+using braze::sampling::SampleArgs;
+
+template <class T> __device__ __forceinline__ const T* row_in(const Logits& a, int64_t r) {
   return static_cast<const T*>(a.x) + r * a.x_stride;
 }
-template <class T> __device__ __forceinline__ T* row_out(const Args& a, int64_t r) {
-  return static_cast<T*>(a.y) + r * a.y_stride;
+// The [rows, cols] output of a mask or of apply_penalties.
+template <class T, class A> __device__ __forceinline__ T* row_out(const A& a, int64_t r) {
+  return static_cast<T*>(a.out) + r * a.out_stride;
 }
 
 // Pass 1: the row max (NaN ignored), its first index, whether the row is
@@ -139,12 +147,12 @@ template <int NT, int V, class T> __device__ void copy_row(const T* x, T* y, int
   });
 }
 
-template <class T, int V> __global__ void __launch_bounds__(kThreads) argmax_kernel(Args a) {
+template <class T, int V> __global__ void __launch_bounds__(kThreads) argmax_kernel(ArgmaxArgs a) {
   __shared__ typename BlockReduce<kThreads>::Smem red;
   BlockReduce<kThreads> br{&red};
   const int64_t r = blockIdx.x;
   const RowMax rm = row_max<kThreads, V>(row_in<T>(a, r), int(a.cols), br);
-  if (threadIdx.x == 0) static_cast<int32_t*>(a.y)[r] = rm.valid ? int32_t(rm.first) : -1;
+  if (threadIdx.x == 0) a.out[r] = rm.valid ? int32_t(rm.first) : -1;
 }
 
 // What a mask keeps of row r: everything, or the keys >= cut whose mass
@@ -156,7 +164,7 @@ struct Keep {
 };
 
 template <int NT, int V, bool kC, class T>
-__device__ Keep mask_keep(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* x) {
+__device__ Keep mask_keep(Ctx<NT, kC>& cx, const MaskArgs& a, int64_t r, const T* x) {
   const int n = int(a.cols);
   const RowMax rm = row_max_of<NT, V>(cx, x);
   Keep kp{true, 0u, 0.f, rm.m, a.op == Op::top_k_mask ? 1.f : 1.f / a.temperature.at(r)};
@@ -169,7 +177,7 @@ __device__ Keep mask_keep(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* x)
     kp.e_min = a.min_p.at(r);
     if (!(kp.e_min > 0.f)) return kp;
   } else {
-    const float p = a.p.at(r), m = kp.m, it = kp.it;
+    const float p = a.top_p.at(r), m = kp.m, it = kp.it;
     if (p >= 1.f) return kp;
     auto mass = [m, it](u32 key, u32) { return fixed(__expf((float_of(key) - m) * it)); };
     auto target = [p](u64 total) { return u64(ceil(double(p) * double(total))); };
@@ -182,7 +190,7 @@ __device__ Keep mask_keep(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* x)
 }
 
 // kC: the row split over a cluster (sm_90), each CTA writing its own slice.
-template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kThreads) mask_kernel(Args a) {
+template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kThreads) mask_kernel(MaskArgs a) {
   constexpr int NT = kThreads;
   __shared__ SelectSmem<NT> sm;
   Ctx<NT, kC> cx(sm, int(a.cols), V);
@@ -220,7 +228,7 @@ struct Drawn {
 };
 
 template <int NT, int V, bool kC, class T>
-__device__ Drawn sample_row(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* x) {
+__device__ Drawn sample_row(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, const T* x) {
   const int n = int(a.cols);
   const bool lead = cx.rank == 0;
   const RowMax rm = row_max_of<NT, V>(cx, x);
@@ -228,7 +236,7 @@ __device__ Drawn sample_row(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* 
   const float t = a.temperature.at(r);
   const int64_t k = a.top_k.at(r);
   if (!(t > 0.f) || k == 1) return {int32_t(rm.first), lead};
-  const float m = rm.m, it = 1.f / t, mp = a.min_p.at(r), p = a.p.at(r);
+  const float m = rm.m, it = 1.f / t, mp = a.min_p.at(r), p = a.top_p.at(r);
   const bool top_k = k > 1 && k < n;
   // The row's uniform (top 24 bits of its Philox word), drawn where it is used.
   auto uniform24 = [&] { return braze::philox::row_block(a.seed, a.offset, uint64_t(r)).v[0] >> 8; };
@@ -267,21 +275,21 @@ __device__ Drawn sample_row(Ctx<NT, kC>& cx, const Args& a, int64_t r, const T* 
 }
 
 // kC: the row split over a cluster (sm_90).
-template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
+template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   constexpr int NT = kThreads;
   __shared__ SelectSmem<NT> sm;
   Ctx<NT, kC> cx(sm, int(a.cols), V);
   const int64_t r = blockIdx.x / cx.ctas;
   const Drawn d = sample_row<NT, V>(cx, a, r, row_in<T>(a, r));
-  if (threadIdx.x == 0 && d.mine) static_cast<int32_t*>(a.y)[r] = d.tok;
+  if (threadIdx.x == 0 && d.mine) a.out[r] = d.tok;
   if constexpr (kC) cluster_sync();  // no CTA leaves while another may read its shared memory
 }
 
-template <class T, int V> __global__ void __launch_bounds__(kThreads) penalty_kernel(Args a) {
+template <class T, int V> __global__ void __launch_bounds__(kThreads) penalty_kernel(PenaltyArgs a) {
   const int64_t r = blockIdx.x;
   const T* x = row_in<T>(a, r);
   T* y = row_out<T>(a, r);
-  const int32_t* ids = a.ids + r * a.ids_stride;
+  const int32_t* ids = a.token_ids + r * a.ids_stride;
   if (!a.in_place) copy_row<kThreads, V>(x, y, int(a.cols));
   __syncthreads();
   for (int64_t j = threadIdx.x; j < a.ids_len; j += kThreads) {
@@ -298,9 +306,9 @@ template <class T, int V> __global__ void __launch_bounds__(kThreads) penalty_ke
   }
 }
 
-__global__ void philox_uniform_kernel(Args a) {
+__global__ void philox_uniform_kernel(PhiloxArgs a) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < a.rows) static_cast<float*>(a.y)[r] = braze::philox::row_uniform(a.seed, a.offset, uint64_t(r));
+  if (r < a.n) a.out[r] = braze::philox::row_uniform(a.seed, a.offset, uint64_t(r));
 }
 
 }  // namespace braze::cuda::sampling

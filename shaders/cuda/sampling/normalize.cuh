@@ -25,7 +25,7 @@
 
 namespace braze::cuda::sampling {
 
-using braze::sampling::Args;
+using braze::sampling::NormalizeArgs;
 using braze::sampling::Op;
 
 constexpr int kNormThreads = 512;
@@ -70,9 +70,9 @@ struct NormOut {
         log_s(logf(st.y)) {}
   // logsumexp: true once written (the row has no other output); `writer`:
   // this CTA writes it.
-  __device__ bool scalar(void* y, int64_t r, bool writer = true) const {
+  __device__ bool scalar(float* y, int64_t r, bool writer = true) const {
     if (op != Op::logsumexp) return false;
-    if (threadIdx.x == 0 && writer) static_cast<float*>(y)[r] = ms * it + log_s;
+    if (threadIdx.x == 0 && writer) y[r] = ms * it + log_s;
     return true;
   }
   __device__ float operator()(float v) const {
@@ -81,7 +81,7 @@ struct NormOut {
 };
 
 template <class T, int P, bool kCluster = false>
-__global__ void __launch_bounds__(kNormThreads, 2) normalize_regs(Args a) {
+__global__ void __launch_bounds__(kNormThreads, 2) normalize_regs(NormalizeArgs a) {
   constexpr int V = 4;
   __shared__ typename BlockReduce<kNormThreads>::Smem red;
   BlockReduce<kNormThreads> br{&red};
@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(kNormThreads, 2) normalize_regs(Args a) {
   float2 st = row_stats(m, s, c, br);
   if constexpr (kCluster) st = cluster_stats(st, c);
   const NormOut out(a.op, it, c, st);
-  if (out.scalar(a.y, r, rank == 0)) return;
-  float* y = static_cast<float*>(a.y) + r * a.y_stride;
+  if (out.scalar(a.out, r, rank == 0)) return;
+  float* y = a.out + r * a.out_stride;
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     opaque(p[j]);
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kNormThreads, 2) normalize_regs(Args a) {
   }
 }
 
-template <class T, int V> __global__ void __launch_bounds__(kNormThreads) normalize_looped(Args a) {
+template <class T, int V> __global__ void __launch_bounds__(kNormThreads) normalize_looped(NormalizeArgs a) {
   constexpr int U = V == 1 ? 16 : 8;
   __shared__ typename BlockReduce<kNormThreads>::Smem red;
   BlockReduce<kNormThreads> br{&red};
@@ -177,8 +177,8 @@ template <class T, int V> __global__ void __launch_bounds__(kNormThreads) normal
   });
   if (bad) s = __builtin_nanf("");
   const NormOut out(a.op, it, c, row_stats(m, s, c, br));
-  if (out.scalar(a.y, r)) return;
-  float* y = static_cast<float*>(a.y) + r * a.y_stride;
+  if (out.scalar(a.out, r)) return;
+  float* y = a.out + r * a.out_stride;
   for_packs<kNormThreads, V, U>(x, n, [&](int q, const Pack<T, V>& p, int len) {
     if (!len) return;
     Pack<float, V> o;
