@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/simd.h"
@@ -54,14 +55,16 @@ struct Scratch {
 };
 thread_local Scratch tls;
 
-// S[r, j] = Q[r] . K[j] for R rows from r0 and keys [0, n) of the tile (n rounded up to even).
-template <int R> inline void scores_rows(const float* Q, const float* K, float* S, int64_t dim, int n) {
+// S[r, j] = Q[r] . K[j] for R rows and keys [0, n) of the tile (n even; K[j]
+// row pointers, loaded as L: f32 tiles, or the cache's own dtype read in place).
+template <class L, int R>
+inline void scores_rows(const float* Q, const typename L::T* const* K, float* S, int64_t dim, int n) {
   for (int j = 0; j < n; j += 2) {
     vf acc[8] = {};
-    const float* k0 = K + j * dim;
-    const float* k1 = k0 + dim;
+    const typename L::T* k0 = K[j];
+    const typename L::T* k1 = K[j + 1];
     for (int64_t d = 0; d < dim; d += W) {
-      const vf a = load<F32>(k0 + d), b = load<F32>(k1 + d);
+      const vf a = load<L>(k0 + d), b = load<L>(k1 + d);
       for (int r = 0; r < R; ++r) {
         const vf q = load<F32>(Q + r * dim + d);
         acc[2 * r] += q * a;
@@ -78,13 +81,14 @@ template <int R> inline void scores_rows(const float* Q, const float* K, float* 
 }
 
 // O[r, d0 : d0 + NV W] += sum_j P[r, j] V[j, d0 : ...] for R rows.
-template <int R, int NV> inline void pv_rows(const float* P, const float* V, float* O, int64_t dim, int64_t d0, int n) {
+template <class L, int R, int NV>
+inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int64_t dim, int64_t d0, int n) {
   vf acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int x = 0; x < NV; ++x) acc[r][x] = load<F32>(O + r * dim + d0 + x * W);
   for (int j = 0; j < n; ++j) {
     vf vv[NV];
-    for (int x = 0; x < NV; ++x) vv[x] = load<F32>(V + j * dim + d0 + x * W);
+    for (int x = 0; x < NV; ++x) vv[x] = load<L>(V[j] + d0 + x * W);
     for (int r = 0; r < R; ++r) {
       const vf p = splat(P[r * NK + j]);
       for (int x = 0; x < NV; ++x) acc[r][x] += p * vv[x];
@@ -94,10 +98,11 @@ template <int R, int NV> inline void pv_rows(const float* P, const float* V, flo
     for (int x = 0; x < NV; ++x) store<F32>(O + r * dim + d0 + x * W, acc[r][x]);
 }
 
-template <int R> inline void pv_block(const float* P, const float* V, float* O, int64_t dim, int n) {
+template <class L, int R>
+inline void pv_block(const float* P, const typename L::T* const* V, float* O, int64_t dim, int n) {
   int64_t d = 0;
-  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<R, 2>(P, V, O, dim, d, n);
-  if (d < dim) pv_rows<R, 1>(P, V, O, dim, d, n);
+  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<L, R, 2>(P, V, O, dim, d, n);
+  if (d < dim) pv_rows<L, R, 1>(P, V, O, dim, d, n);
 }
 
 template <class F> inline void by_row_blocks(int M, F f) {
@@ -114,31 +119,64 @@ template <class F> inline void by_row_blocks(int M, F f) {
 // c * tanh(s / c) = c (1 - 2 / (e^(2 s / c) + 1)): +-c at the extremes, no NaN.
 inline vf softcap_v(vf s, float c) { return c * (1.f - 2.f / (vexp(s * (2.f / c)) + 1.f)); }
 
+alignas(64) const float kZeroRow[256] = {};  // the pad key of an odd tile (0 in every dtype)
+
 // The rows' running state over keys [k0, k1): m (max), l (sum), O (unnormalized).
-// Row r keeps keys in [lo[r], hi[r]). kptr(j) / vptr(j) give key j's rows.
-template <class D, class KP, class VP>
-void attend(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, const KP& kptr, const VP& vptr, Scratch& sc) {
-  float* Q = sc.q.data();
+// Row r keeps keys in [lo[r], hi[r]). src.rows(j0, n, k, v) gives key rows
+// j0 .. j0 + n - 1. L is how tiles are read: Pack converts each tile to f32
+// once (many row blocks reuse it), otherwise rows are read in place as D.
+template <class D, class L, bool Pack, class Src>
+void attend_tiles(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, const Src& src, Scratch& sc) {
+  using T = typename D::T;
+  using LT = typename L::T;
   float* O = sc.o.data();
-  float* K = sc.k.data();
-  float* V = sc.v.data();
   float* S = sc.s.data();
+  const T* kr[NK];
+  const T* vr[NK];
+  const LT* kt[NK + 1];
+  const LT* vt[NK];
+  // Each key row of one head is a few cache lines and the next one is a page
+  // away (the cache holds every head of a token together): the hardware
+  // prefetchers do not cross pages, so the rows kPrefetch keys ahead are
+  // asked for while this tile is computed.
+  constexpr int64_t kPrefetch = 2 * NK;
+  const T* pk[NK];
+  const T* pv[NK];
   for (int64_t j0 = k0; j0 < k1; j0 += NK) {
     const int n = int(std::min<int64_t>(NK, k1 - j0));
     bool any_row = false;
     for (int r = 0; r < M && !any_row; ++r) any_row = sc.lo[r] < j0 + n && sc.hi[r] > j0;
     if (!any_row) continue;
+    if (j0 + kPrefetch < k1) {
+      const int np = int(std::min<int64_t>(NK, k1 - j0 - kPrefetch));
+      src.rows(j0 + kPrefetch, np, pk, pv);
+      for (int j = 0; j < np; ++j)
+        for (int64_t b = 0; b < dim * int64_t(sizeof(T)); b += 64) {
+          __builtin_prefetch(reinterpret_cast<const char*>(pk[j]) + b);
+          __builtin_prefetch(reinterpret_cast<const char*>(pv[j]) + b);
+        }
+    }
+    src.rows(j0, n, kr, vr);
     for (int j = 0; j < n; ++j) {
-      const typename D::T* kr = kptr(j0 + j);
-      const typename D::T* vr = vptr(j0 + j);
-      for (int64_t d = 0; d < dim; d += W) {
-        store<F32>(K + j * dim + d, load<D>(kr + d));
-        store<F32>(V + j * dim + d, load<D>(vr + d));
+      if constexpr (Pack) {
+        float* kd = sc.k.data() + j * dim;
+        float* vd = sc.v.data() + j * dim;
+        for (int64_t d = 0; d < dim; d += W) {
+          store<F32>(kd + d, load<D>(kr[j] + d));
+          store<F32>(vd + d, load<D>(vr[j] + d));
+        }
+        kt[j] = kd;
+        vt[j] = vd;
+      } else {
+        kt[j] = kr[j];
+        vt[j] = vr[j];
       }
     }
     const int ne = n + (n & 1);
-    if (n & 1) std::memset(K + n * dim, 0, sizeof(float) * dim);
-    by_row_blocks(M, [&](int r, auto R) { scores_rows<decltype(R)::value>(Q + r * dim, K, S + r * NK, dim, ne); });
+    if (n & 1) kt[n] = reinterpret_cast<const LT*>(kZeroRow);
+    by_row_blocks(M, [&](int r, auto R) {
+      scores_rows<L, decltype(R)::value>(sc.q.data() + r * dim, kt, S + r * NK, dim, ne);
+    });
     for (int r = 0; r < M; ++r) {
       float* s = S + r * NK;
       const int64_t lo = sc.lo[r] - j0, hi = sc.hi[r] - j0;
@@ -176,8 +214,14 @@ void attend(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, const KP&
       }
       sc.l[r] += hsum(sum);
     }
-    by_row_blocks(M, [&](int r, auto R) { pv_block<decltype(R)::value>(S + r * NK, V, O + r * dim, dim, n); });
+    by_row_blocks(M, [&](int r, auto R) { pv_block<L, decltype(R)::value>(S + r * NK, vt, O + r * dim, dim, n); });
   }
+}
+
+template <class D, class Src>
+void attend(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, const Src& src, Scratch& sc) {
+  if (std::is_same<D, F32>::value || M <= 4) attend_tiles<D, D, false>(M, dim, k0, k1, softcap, src, sc);
+  else attend_tiles<D, F32, true>(M, dim, k0, k1, softcap, src, sc);
 }
 
 // Resets the state of M rows and loads their queries (times scale).
@@ -214,18 +258,28 @@ template <class D> void finish_row(float m, float l, const float* O, float sink,
   if (lse) *lse = denom > 0 ? ms + std::log(denom) : kNegInf;
 }
 
-// Key j of a sequence in the paged cache, kv head h.
+// Keys of a sequence in the paged cache, kv head h: one division per tile.
 template <class T> struct PagedRows {
   const PagedKv& kv;
   const int32_t* table;
   int64_t h;
-  const T* k(int64_t j) const {
-    const int64_t blk = table[j / kv.block_size], s = j % kv.block_size;
-    return static_cast<const T*>(kv.k) + blk * kv.k_stride_b + s * kv.k_stride_s + h * kv.k_stride_h;
+  void rows(int64_t j0, int n, const T** k, const T** v) const {
+    int64_t blk = j0 / kv.block_size, s = j0 % kv.block_size;
+    for (int j = 0; j < n; ++j) {
+      const int64_t b = table[blk];
+      k[j] = static_cast<const T*>(kv.k) + b * kv.k_stride_b + s * kv.k_stride_s + h * kv.k_stride_h;
+      v[j] = static_cast<const T*>(kv.v) + b * kv.v_stride_b + s * kv.v_stride_s + h * kv.v_stride_h;
+      if (++s == kv.block_size) s = 0, ++blk;
+    }
   }
-  const T* v(int64_t j) const {
-    const int64_t blk = table[j / kv.block_size], s = j % kv.block_size;
-    return static_cast<const T*>(kv.v) + blk * kv.v_stride_b + s * kv.v_stride_s + h * kv.v_stride_h;
+};
+
+// Keys of a ragged sequence: rows of k / v from its first token, kv head h.
+template <class T> struct RaggedRows {
+  const T* k; int64_t k_stride;
+  const T* v; int64_t v_stride;
+  void rows(int64_t j0, int n, const T** kk, const T** vv) const {
+    for (int j = 0; j < n; ++j) kk[j] = k + (j0 + j) * k_stride, vv[j] = v + (j0 + j) * v_stride;
   }
 };
 
@@ -259,8 +313,7 @@ template <class D> void decode_typed(const DecodeArgs& a) {
     for (int r = 0; r < G; ++r) sc.lo[r] = lo, sc.hi[r] = len;
     const int64_t k0 = lo + (len - lo) * sp / splits, k1 = lo + (len - lo) * (sp + 1) / splits;
     const PagedRows<T> src{a.kv, a.kv.block_table + b * a.kv.bt_stride, h};
-    attend<D>(int(G), dim, k0, k1, a.opt.softcap, [&](int64_t j) { return src.k(j); },
-              [&](int64_t j) { return src.v(j); }, sc);
+    attend<D>(int(G), dim, k0, k1, a.opt.softcap, src, sc);
     if (splits > 1) {
       float* p = parts.data() + (g * splits + sp) * part;
       for (int r = 0; r < G; ++r) {
@@ -342,13 +395,11 @@ template <class D> void prefill_typed(const PrefillArgs& a) {
     }
     if (a.paged) {
       const PagedRows<T> src{a.kv, a.kv.block_table + b * a.kv.bt_stride, h};
-      attend<D>(M, dim, k0, k1, a.opt.softcap, [&](int64_t j) { return src.k(j); },
-                [&](int64_t j) { return src.v(j); }, sc);
+      attend<D>(M, dim, k0, k1, a.opt.softcap, src, sc);
     } else {
       const T* k = static_cast<const T*>(a.k) + start * a.k_stride_t + h * a.k_stride_h;
       const T* v = static_cast<const T*>(a.v) + start * a.v_stride_t + h * a.v_stride_h;
-      attend<D>(M, dim, k0, k1, a.opt.softcap, [&](int64_t j) { return k + j * a.k_stride_t; },
-                [&](int64_t j) { return v + j * a.v_stride_t; }, sc);
+      attend<D>(M, dim, k0, k1, a.opt.softcap, RaggedRows<T>{k, a.k_stride_t, v, a.v_stride_t}, sc);
     }
     for (int r = 0; r < M; ++r) {
       const int64_t t = start + t0 + r / G, hq = h * G + r % G;
