@@ -52,7 +52,7 @@ def test_every_op_through_the_forced_fallback(spec, dtype):
         assert all(same(g, r) for g, r in zip(got, ref))
         for slots in out_slots(len(ref)):
             outs = tuple(poisoned(r) if given and r is not None else None for given, r in zip(slots, ref))
-            back = as_tuple(spec.fn(*args, **kwargs, **spec.out_kwargs(outs if len(outs) > 1 else outs[0])))
+            back = as_tuple(spec.fn(*args, **{**kwargs, **spec.out_kwargs(outs if len(outs) > 1 else outs[0])}))
             assert len(back) == len(ref), f"{len(back)} outputs, the reference has {len(ref)}"
             for o, b, r in zip(outs, back, ref):
                 if o is not None:

@@ -3,6 +3,7 @@
 // the launcher that runs a family's validated Args on its device.
 #pragma once
 #include "bindings/common.h"
+#include "core/attention.h"
 #include "core/norm.h"
 #include "core/ops.h"
 #include "core/rope.h"
@@ -36,6 +37,17 @@ struct OpsLaunchers {
   Launcher<ops::HadamardArgs> hadamard;
 };
 void bind_ops(nb::module_& m, const OpsLaunchers& l);
+
+// The attention family: one argument block per kernel kind (prefill and
+// prefill_paged share one). A backend leaves a launcher empty where it has no
+// kernel yet, and bind_attention binds no entry for it.
+struct AttentionLaunchers {
+  Launcher<attention::AppendKvArgs> append_kv;
+  Launcher<attention::DecodeArgs> decode;
+  Launcher<attention::PrefillArgs> prefill;
+  Launcher<attention::MergeArgs> merge;
+};
+void bind_attention(nb::module_& m, const AttentionLaunchers& l);
 
 // Every module: the exception translator, and as_bfloat16 (numpy has no
 // bfloat16 in DLPack: an ml_dtypes.bfloat16 array's uint16 view relabelled).

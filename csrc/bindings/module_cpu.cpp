@@ -1,5 +1,6 @@
 // braze._cpu: the native CPU backend (always built).
 #include "bindings/families.h"
+#include "cpu/attention.h"
 #include "cpu/norm.h"
 #include "cpu/ops.h"
 #include "cpu/rope.h"
@@ -37,6 +38,10 @@ NB_MODULE(_cpu, m) {
                           launcher<sampling::PhiloxArgs, cpu::philox_run>()});
   bind::bind_ops(m, {launcher<ops::ActArgs, cpu::act_run>(), launcher<ops::EmbeddingArgs, cpu::embedding_run>(),
                      launcher<ops::HadamardArgs, cpu::hadamard_run>()});
+  bind::bind_attention(m, {launcher<attention::AppendKvArgs, cpu::append_kv_run>(),
+                           launcher<attention::DecodeArgs, cpu::decode_run>(),
+                           launcher<attention::PrefillArgs, cpu::prefill_run>(),
+                           launcher<attention::MergeArgs, cpu::merge_states_run>()});
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");

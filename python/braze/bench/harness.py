@@ -120,6 +120,8 @@ def _impls(spec, backend, peer_filter):
         lig = _peers.liger_op(spec)
         if lig is not None and _importable("liger_kernel"):
             impls.append(("liger", lambda a, k: lig(*a, **k)))
+        for pname, pfn in _peers.cuda_peers(spec):
+            impls.append((pname, lambda a, k, _f=pfn: _f(*a, **k)))
     return [(n, f) for n, f in impls if peer_filter is None or n == "braze" or n in peer_filter]
 
 

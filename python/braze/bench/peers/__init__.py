@@ -26,3 +26,11 @@ def torch_op(spec):
 def liger_op(spec):
     mod = family(spec.family)
     return getattr(mod, "liger_ops", {}).get(spec.name) if mod else None
+
+
+def cuda_peers(spec):
+    """(name, fn) of a family's further CUDA peers (``cuda_peers(op)`` in its
+    module: e.g. each torch SDPA backend pinned, FlashInfer when installed)."""
+    mod = family(spec.family)
+    fn = getattr(mod, "cuda_peers", None) if mod else None
+    return list(fn(spec.name)) if fn else []

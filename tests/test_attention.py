@@ -1,0 +1,239 @@
+"""The attention family: registry parity (every option, ragged batches, shuffled
+block tables), torch SDPA agreement, merge exactness, the paged write and bad input."""
+import math
+
+import numpy as np
+import pytest
+from conftest import cpu_isa, parity_test
+
+from braze import _cpu, _spec, attention, testing
+from braze.reference import attention as ref
+
+SPECS = _spec.ops("attention")
+test_parity = parity_test(SPECS)
+
+
+def paged(rng, lens, hkv, d, bs, dtype=np.float32):
+    """Caches with spare blocks and a shuffled block table for sequences of `lens` tokens."""
+    mb = max(1, max((n + bs - 1) // bs for n in lens))
+    nb = len(lens) * mb + 2
+    perm = rng.permutation(nb).astype(np.int32)
+    table = np.full((len(lens), mb), -1, np.int32)
+    for i, n in enumerate(lens):
+        used = (n + bs - 1) // bs
+        table[i, :used] = perm[i * mb:i * mb + used]
+    kc = rng.normal(size=(nb, bs, hkv, d)).astype(dtype)
+    vc = rng.normal(size=(nb, bs, hkv, d)).astype(dtype)
+    return kc, vc, table, np.asarray(lens, np.int32)
+
+
+# ---------------------------------------------------------------- torch SDPA
+def test_decode_matches_torch_sdpa():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(0)
+    lens = [300, 1, 77]
+    kc, vc, table, kv_lens = paged(rng, lens, 2, 128, 16)
+    q = rng.normal(size=(3, 8, 128)).astype(np.float32)
+    got = attention.decode(q, kc, vc, table, kv_lens)
+    for b, n in enumerate(lens):
+        k = torch.from_numpy(ref._gather(np, kc, table[b], n)).transpose(0, 1)[None]
+        v = torch.from_numpy(ref._gather(np, vc, table[b], n)).transpose(0, 1)[None]
+        want = F.scaled_dot_product_attention(torch.from_numpy(q[b])[None, :, None], k, v, enable_gqa=True)
+        np.testing.assert_allclose(got[b], want[0, :, 0].numpy(), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_prefill_matches_torch_sdpa(causal):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(1)
+    cu = np.array([0, 50, 51, 180], np.int32)
+    q = rng.normal(size=(180, 6, 64)).astype(np.float32)
+    k = rng.normal(size=(180, 3, 64)).astype(np.float32)
+    v = rng.normal(size=(180, 3, 64)).astype(np.float32)
+    got = attention.prefill(q, k, v, cu, causal=causal)
+    for s, e in zip(cu[:-1], cu[1:]):
+        qt, kt, vt = (torch.from_numpy(x[s:e]).transpose(0, 1)[None] for x in (q, k, v))
+        want = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=True)
+        np.testing.assert_allclose(got[s:e], want[0].transpose(0, 1).numpy(), rtol=2e-5, atol=2e-5)
+
+
+# ---------------------------------------------------------------- semantics
+def test_merge_of_two_halves_is_the_whole():
+    """decode over the first blocks and over the rest, merged, equals decode over all keys."""
+    rng = np.random.default_rng(2)
+    kc, vc, table, kv_lens = paged(rng, [160, 96], 2, 64, 16)
+    q = rng.normal(size=(2, 4, 64)).astype(np.float32)
+    whole, lse = attention.decode(q, kc, vc, table, kv_lens, return_lse=True)
+    first = np.full_like(kv_lens, 64)
+    oa, la = attention.decode(q, kc, vc, table, first, return_lse=True)
+    ob, lb = attention.decode(q, kc, vc, np.ascontiguousarray(table[:, 4:]), kv_lens - first, return_lse=True)
+    o, lm = attention.merge_states(oa, la, ob, lb)
+    np.testing.assert_allclose(o, whole, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lm, lse, rtol=1e-5, atol=1e-5)
+
+
+def test_sinks_alone_give_zero_output_and_their_lse():
+    rng = np.random.default_rng(3)
+    kc, vc, table, _ = paged(rng, [16], 1, 64, 16)
+    q = rng.normal(size=(1, 2, 64)).astype(np.float32)
+    sinks = np.array([0.5, -1.0], np.float32)
+    o, lse = attention.decode(q, kc, vc, table, np.zeros(1, np.int32), sinks=sinks, return_lse=True)
+    assert np.all(o == 0)
+    np.testing.assert_allclose(lse[0], sinks, rtol=1e-6)
+    o, lse = attention.decode(q, kc, vc, table, np.zeros(1, np.int32), return_lse=True)
+    assert np.all(o == 0) and np.all(lse == -np.inf)
+
+
+def test_decode_splits_long_contexts_exactly():
+    """One long sequence is split over the threads; the merged result matches the reference."""
+    rng = np.random.default_rng(4)
+    kc, vc, table, kv_lens = paged(rng, [9000], 1, 128, 16)
+    q = rng.normal(size=(1, 8, 128)).astype(np.float32)
+    got, lse = attention.decode(q, kc, vc, table, kv_lens, window=7000, return_lse=True)
+    want, wlse = ref.decode(q.astype(np.float64), kc.astype(np.float64), vc.astype(np.float64), table, kv_lens,
+                            window=7000, return_lse=True)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, wlse, rtol=2e-6)
+
+
+@pytest.mark.parametrize("isa", _cpu.isas_supported())
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_every_isa_build(isa, dtype):
+    with cpu_isa(isa):
+        for name, shape in (("decode", (3, 300, 8, 2, 80, 16)), ("prefill", (3, 70, 8, 1, 96)),
+                            ("prefill_paged", (2, 20, 50, 4, 2, 64, 8)), ("merge_states", (5, 3, 64))):
+            spec = _spec.get(name)
+            case = spec.cases[-1]
+            res = testing.check(spec, "cpu", dtype, shape, case, seed=5)
+            assert res.ok, f"{name}: {res.message}"
+
+
+def test_append_kv_leaves_other_slots_alone():
+    rng = np.random.default_rng(6)
+    kc = rng.normal(size=(4, 8, 2, 64)).astype(np.float32)
+    vc = rng.normal(size=(4, 8, 2, 64)).astype(np.float32)
+    k0, v0 = kc.copy(), vc.copy()
+    k = rng.normal(size=(3, 2, 64)).astype(np.float32)
+    v = rng.normal(size=(3, 2, 64)).astype(np.float32)
+    slots = np.array([17, -1, 3], np.int32)
+    rk, rv = attention.append_kv(k, v, kc, vc, slots)
+    assert rk is kc and rv is vc
+    k0[17 // 8, 17 % 8], v0[17 // 8, 17 % 8] = k[0], v[0]
+    k0[0, 3], v0[0, 3] = k[2], v[2]
+    assert np.array_equal(kc, k0) and np.array_equal(vc, v0)
+
+
+# ---------------------------------------------------------------- bad input
+def decode_args(rng, hq=4, hkv=2, d=64):
+    kc, vc, table, lens = paged(rng, [20, 5], hkv, d, 8)
+    return rng.normal(size=(2, hq, d)).astype(np.float32), kc, vc, table, lens
+
+
+def poisoned(shape, dtype=np.float32):
+    return np.full(shape, 7.0, dtype)
+
+
+@pytest.mark.parametrize("mutate,exc,match", [
+    (lambda a: dict(a, q=np.random.default_rng(0).normal(size=(2, 3, 64)).astype(np.float32)), ValueError,
+     "kv heads must divide"),
+    (lambda a: dict(a, q=a["q"].astype(np.float16)), TypeError, "k_cache must be float16"),
+    (lambda a: dict(a, q=np.zeros((2, 4, 128), np.float32)[:, :, ::2]), ValueError, "head_dim .* contiguous"),
+    (lambda a: dict(a, kv_lens=np.array([20, 25], np.int32)), ValueError, r"kv_lens\[1\] = 25"),
+    (lambda a: dict(a, kv_lens=np.array([20, -1], np.int32)), ValueError, r"kv_lens\[1\] = -1"),
+    (lambda a: dict(a, block_table=np.where(a["block_table"] >= 0, a["block_table"] + 100, -1).astype(np.int32)),
+     ValueError, r"block_table\[0, 0\] = 1\d\d is not a block"),
+    (lambda a: dict(a, block_table=a["block_table"].astype(np.int64)), TypeError, "block_table must be int32"),
+    (lambda a: dict(a, kv_lens=np.array([20, 5, 1], np.int32)), ValueError, "kv_lens must have shape"),
+])
+def test_decode_bad_input_names_the_argument(mutate, exc, match):
+    rng = np.random.default_rng(7)
+    q, kc, vc, table, lens = decode_args(rng)
+    a = mutate(dict(q=q, k_cache=kc, v_cache=vc, block_table=table, kv_lens=lens))
+    out = poisoned(a["q"].shape, a["q"].dtype)
+    with pytest.raises(exc, match=match):
+        attention.decode(a["q"], a["k_cache"], a["v_cache"], a["block_table"], a["kv_lens"], out=out)
+    assert np.all(out == 7.0)
+
+
+def test_head_dim_outside_the_set_is_refused():
+    rng = np.random.default_rng(8)
+    q, kc, vc, table, lens = decode_args(rng, d=32)
+    with pytest.raises(ValueError, match="q: head_dim must be one of 64, 80, 96, 128, 192, 256, got 32"):
+        attention.decode(q, kc, vc, table, lens)
+
+
+def test_outputs_of_wrong_shape_or_dtype_are_refused_before_writing():
+    rng = np.random.default_rng(9)
+    q, kc, vc, table, lens = decode_args(rng)
+    out = poisoned(q.shape)
+    with pytest.raises(ValueError, match="out must have shape"):
+        attention.decode(q, kc, vc, table, lens, out=poisoned((2, 4, 32)))
+    with pytest.raises(TypeError, match="lse_out must be float32"):
+        attention.decode(q, kc, vc, table, lens, out=out, lse_out=poisoned((2, 4), np.float64))
+    with pytest.raises(ValueError, match="lse_out must have shape"):
+        attention.decode(q, kc, vc, table, lens, out=out, lse_out=poisoned((4, 2)))
+    with pytest.raises(ValueError, match="out overlaps q"):
+        attention.decode(q, kc, vc, table, lens, out=q)
+    with pytest.raises(ValueError, match="window must be a positive"):
+        attention.decode(q, kc, vc, table, lens, window=0)
+    with pytest.raises(ValueError, match="softcap must be"):
+        attention.decode(q, kc, vc, table, lens, softcap=-1.0)
+    with pytest.raises(ValueError, match="sinks must have shape"):
+        attention.decode(q, kc, vc, table, lens, sinks=np.zeros(3, np.float32), out=out)
+    assert np.all(out == 7.0)
+
+
+def test_prefill_bad_cu_seqlens():
+    rng = np.random.default_rng(10)
+    q = rng.normal(size=(10, 2, 64)).astype(np.float32)
+    out = poisoned(q.shape)
+    for cu, match in (([0, 6, 4, 10], "must not decrease"), ([1, 10], r"cu_seqlens\[0\] must be 0"),
+                      ([0, 4, 9], "must be q's token count 10")):
+        with pytest.raises(ValueError, match=match):
+            attention.prefill(q, q, q, np.array(cu, np.int32), out=out)
+    with pytest.raises(ValueError, match="k must have q's 10 tokens"):
+        attention.prefill(q, q[:9], q[:9], np.array([0, 10], np.int32), out=out)
+    assert np.all(out == 7.0)
+
+
+def test_prefill_paged_needs_room_for_its_queries():
+    rng = np.random.default_rng(11)
+    kc, vc, table, lens = paged(rng, [4, 8], 2, 64, 4)
+    q = rng.normal(size=(7, 2, 64)).astype(np.float32)
+    out = poisoned(q.shape)
+    with pytest.raises(ValueError, match=r"kv_lens\[0\] = 4 is less than the sequence's 5 new queries"):
+        attention.prefill_paged(q, kc, vc, table, np.array([0, 5, 7], np.int32), lens, out=out)
+    assert np.all(out == 7.0)
+
+
+def test_append_kv_bad_slots_write_nothing():
+    rng = np.random.default_rng(12)
+    kc = np.zeros((2, 4, 1, 64), np.float32)
+    vc = np.zeros((2, 4, 1, 64), np.float32)
+    k = rng.normal(size=(3, 1, 64)).astype(np.float32)
+    for slots, match in (([0, 8, 1], r"slot_mapping\[1\] = 8 is outside"), ([0, -2, 1], r"slot_mapping\[1\] = -2")):
+        with pytest.raises(ValueError, match=match):
+            attention.append_kv(k, k, kc, vc, np.array(slots, np.int32))
+    with pytest.raises(ValueError, match="k_cache: .Hkv, head_dim. = .1, 64. differs"):
+        attention.append_kv(np.zeros((3, 2, 64), np.float32), np.zeros((3, 2, 64), np.float32), kc, vc,
+                            np.array([0, 1, 2], np.int32))
+    with pytest.raises(ValueError, match="slot_mapping must have shape"):
+        attention.append_kv(k, k, kc, vc, np.array([0, 1], np.int32))
+    assert not kc.any() and not vc.any()
+
+
+def test_merge_states_bad_lse():
+    o = np.zeros((3, 2, 64), np.float32)
+    with pytest.raises(TypeError, match="lse_a must be float32"):
+        attention.merge_states(o, np.zeros((3, 2)), o, np.zeros((3, 2), np.float32))
+    with pytest.raises(ValueError, match="lse_b must have shape"):
+        attention.merge_states(o, np.zeros((3, 2), np.float32), o, np.zeros((2, 3), np.float32))
+
+
+def test_default_scale_is_inverse_sqrt_head_dim():
+    rng = np.random.default_rng(13)
+    q, kc, vc, table, lens = decode_args(rng, d=96)
+    np.testing.assert_allclose(attention.decode(q, kc, vc, table, lens),
+                               attention.decode(q, kc, vc, table, lens, scale=1 / math.sqrt(96)), rtol=0, atol=0)
