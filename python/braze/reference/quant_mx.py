@@ -259,3 +259,63 @@ def int8_quantize(w):
 
 def int8_dequantize(q, scales):
     return q.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]
+
+
+# ---------------------------------------------------------------- MLX affine
+AFFINE_BITS = (2, 3, 4, 5, 6, 8)
+AFFINE_GROUPS = (32, 64, 128)
+
+
+def affine_quantize(w, bits, group_size):
+    """MLX's affine quantization of w [N, K] (float32 math; scales and biases
+    returned in float32 before the cast to the weight dtype, which the caller
+    does): per group n = 2^bits - 1, s = max((max - min) / n, 1e-7), the edge
+    (the end of larger magnitude) decoding exactly, q = clip(rint((w - b) / s), 0, n).
+    Returns (data uint32 [N, K * bits / 32], scales f32, biases f32)."""
+    w = np.asarray(w, dtype=np.float32)
+    n, k = w.shape
+    g = w.reshape(n, k // group_size, group_size)
+    hi, lo = g.max(axis=-1), g.min(axis=-1)
+    nb = np.float32((1 << bits) - 1)
+    low_edge = np.abs(lo) > np.abs(hi)
+    s = np.maximum((hi - lo) / nb, np.float32(1e-7))
+    s = np.where(low_edge, s, -s)
+    edge = np.where(low_edge, lo, hi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q0 = np.rint(edge / s)
+        s = np.where(q0 != 0, edge / np.where(q0 != 0, q0, 1), s).astype(np.float32)
+    b = np.where(q0 != 0, edge, 0).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        q = np.rint((g - b[..., None]) / s[..., None])
+    q = np.clip(np.nan_to_num(q, nan=0.0), 0, nb).astype(np.uint8).reshape(n, k)
+    return pack_codes(q, bits).view(np.uint32), s, b
+
+
+def affine_dequantize(data, scales, biases, bits, group_size, k):
+    """s * q + b in float32 (one rounding), from the stored scales and biases."""
+    q = unpack_codes(np.ascontiguousarray(data).view(np.uint8), bits, k).astype(np.float32)
+    n = q.shape[0]
+    s = np.asarray(scales, dtype=np.float32)[..., None]
+    b = np.asarray(biases, dtype=np.float32)[..., None]
+    return (s * q.reshape(n, -1, group_size) + b).reshape(n, k)
+
+
+# ---------------------------------------------------------------- activations
+ACT_FORMATS = ("fp8_e4m3", "int8", "mxfp8_e4m3", "nvfp4")
+
+
+def quantize_activations(x, format):
+    """x [M, K] float -> (xq, sx): per-token fp8_e4m3 (uint8 codes, f32 [M]) or
+    int8 (int8, f32 [M]); per-block mxfp8_e4m3 (uint8 codes, e8m0 [M, K/32],
+    floor rule) or nvfp4 (uint8 [M, K/2], e4m3 [M, K/16], tensor scale 1)."""
+    x = np.asarray(x, dtype=np.float32)
+    if format == "fp8_e4m3":
+        return fp8_quantize(x, "fp8_e4m3", "row")
+    if format == "int8":
+        return int8_quantize(x)
+    if format == "mxfp8_e4m3":
+        return mx_quantize(x, "mxfp8_e4m3", "floor")
+    if format == "nvfp4":
+        data, scales, _ = nvfp4_quantize(x, tensor_scale=1.0)
+        return data, scales
+    raise ValueError(f"format must be one of {ACT_FORMATS}, got {format!r}")
