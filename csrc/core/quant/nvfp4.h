@@ -66,13 +66,17 @@ BRAZE_HD float ue4m3_to_f32(uint32_t b) {
   return bits_f32(((exp - 7u + 127u) << 23) | (man << 20));
 }
 
+// e2m1 as GGML's value tables hold it: the code -0 (8) reads as +0 (adding
+// +0 turns -0 into +0 and leaves every other value alone).
+BRAZE_HD float e2m1_gguf(uint32_t q) { return decode_elem<Elem::e2m1>(q) + 0.f; }
+
 // Decode API: elements k0 .. k0 + 7 (k0 a multiple of 8) of one row of GGUF NVFP4 blocks.
 BRAZE_HD void nvfp4_gguf_decode8(const uint8_t* row, int64_t k0, float out[8]) {
   const uint8_t* blk = row + k0 / kNvfp4GgufBlock * kNvfp4GgufBytes;
   const int sub = int(k0 % kNvfp4GgufBlock) / 16, high = int(k0 % 16) / 8;
   const float d = ue4m3_to_f32(blk[sub]);
   const uint8_t* q = blk + 4 + 8 * sub;
-  for (int j = 0; j < 8; ++j) out[j] = decode_elem<Elem::e2m1>((q[j] >> (4 * high)) & 0xfu) * d;
+  for (int j = 0; j < 8; ++j) out[j] = e2m1_gguf((q[j] >> (4 * high)) & 0xfu) * d;
 }
 
 }  // namespace braze::quant

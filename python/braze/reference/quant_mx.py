@@ -197,7 +197,7 @@ def nvfp4_gguf_dequantize(raw, k):
     dv = np.where(d == 0x7F, 0.0, dv)
     qs = blocks[..., 4:].reshape(n, k // 64, 4, 8)
     codes = np.concatenate([qs & 15, qs >> 4], axis=-1)  # [n, b, 4, 16]
-    v = decode_elem(codes, "e2m1") * dv[..., None]
+    v = (decode_elem(codes, "e2m1") + 0.0) * dv[..., None]  # GGML's tables read the code -0 as +0
     return v.reshape(n, k).astype(np.float32)
 
 
@@ -319,3 +319,17 @@ def quantize_activations(x, format):
         data, scales, _ = nvfp4_quantize(x, tensor_scale=1.0)
         return data, scales
     raise ValueError(f"format must be one of {ACT_FORMATS}, got {format!r}")
+
+
+def mxfp4_gguf_dequantize(raw, k):
+    """GGUF MXFP4 rows [N, K / 32 * 17] -> f32 [N, K]: an e8m0 byte e, then 16
+    bytes whose low nibbles are elements 0..15 and high nibbles 16..31;
+    x = 2^(e - 127) * e2m1(q), with e = 255 read as 2^128 (not NaN), as gguf does."""
+    raw = np.asarray(raw, dtype=np.uint8)
+    n = raw.shape[0]
+    blocks = raw.reshape(n, k // 32, 17)
+    scale = 2.0 ** (blocks[..., 0].astype(np.float64) - 127)
+    qs = blocks[..., 1:]
+    codes = np.concatenate([qs & 15, qs >> 4], axis=-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return ((decode_elem(codes, "e2m1") + 0.0) * scale[..., None]).reshape(n, k).astype(np.float32)
