@@ -112,7 +112,7 @@ def from_mlx(cls, wq, scales, biases, *, group_size, bits, mode="affine"):
     return cls(f"affine{bits}", (n, k), wq, scales, biases, group_size=group_size)
 
 
-def quantize_activations(x, format):
+def quantize_activations(x, format, *, out=None):
     """``x [M, K]`` float32 / float16 / bfloat16 -> ``(xq, sx)`` in one pass:
 
     * ``"fp8_e4m3"``: per token, ``sx`` f32 ``[M]`` = amax / 448, ``xq`` uint8
@@ -122,6 +122,8 @@ def quantize_activations(x, format):
       floor rule), ``xq`` uint8 codes ``[M, K]``;
     * ``"nvfp4"``: blocks of 16, ``sx`` uint8 e4m3 ``[M, K / 16]`` (tensor scale
       1, so block maxima above 2688 saturate), ``xq`` uint8 ``[M, K / 2]``.
+
+    ``out``: an ``(xq, sx)`` pair of arrays of those shapes and dtypes, written and returned.
     """
     if not isinstance(format, str):
         raise TypeError(f"format must be a str, got {type(format).__name__}")
@@ -132,11 +134,15 @@ def quantize_activations(x, format):
         raise ValueError(f"x must be [M, K], got shape {shape}")
     m, k = (int(s) for s in shape)
     c = Call("quantize_activations", x, "x")
+    if out is not None and (not isinstance(out, tuple) or len(out) != 2):
+        raise TypeError("out must be a tuple (xq, sx) of two arrays, or None")
     if c.kernel is None:
         from ..reference import quant_mx as _ref
 
-        return c.fallback(_ref.quantize_activations, (x,), dict(format=format))
-    if format in ("fp8_e4m3", "int8"):
+        return c.fallback(_ref.quantize_activations, (x,), dict(format=format), out)
+    if out is not None:
+        xq, sx = c.out(out[0], None, "xq"), c.out(out[1], None, "sx")
+    elif format in ("fp8_e4m3", "int8"):
         xq = c.fw.empty(x, (m, k), "int8" if format == "int8" else "uint8")
         sx = c.fw.empty(x, (m,), "float32")
     else:
