@@ -5,6 +5,7 @@
 #include "bindings/common.h"
 #include "core/norm.h"
 #include "core/ops.h"
+#include "core/quant.h"
 #include "core/rope.h"
 #include "core/sampling.h"
 
@@ -21,6 +22,13 @@ struct OpsLaunchers {
   Launcher<ops::HadamardArgs> hadamard;
 };
 void bind_ops(nb::module_& m, const OpsLaunchers& l);
+
+// The quant family: one argument block per direction.
+struct QuantLaunchers {
+  Launcher<quant::DequantArgs> dequantize;
+  Launcher<quant::QuantArgs> quantize;
+};
+void bind_quant(nb::module_& m, const QuantLaunchers& l);
 
 // Every module: the exception translator, and as_bfloat16 (numpy has no
 // bfloat16 in DLPack: an ml_dtypes.bfloat16 array's uint16 view relabelled).

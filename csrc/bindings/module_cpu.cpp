@@ -2,6 +2,7 @@
 #include "bindings/families.h"
 #include "cpu/norm.h"
 #include "cpu/ops.h"
+#include "cpu/quant.h"
 #include "cpu/rope.h"
 #include "cpu/runtime.h"
 #include "cpu/sampling.h"
@@ -32,6 +33,8 @@ NB_MODULE(_cpu, m) {
   bind::bind_sampling(m, launcher<sampling::Args, cpu::sampling_run>());
   bind::bind_ops(m, {launcher<ops::ActArgs, cpu::act_run>(), launcher<ops::EmbeddingArgs, cpu::embedding_run>(),
                      launcher<ops::HadamardArgs, cpu::hadamard_run>()});
+  bind::bind_quant(m, {launcher<quant::DequantArgs, cpu::dequantize_run>(),
+                       launcher<quant::QuantArgs, cpu::quantize_run>()});
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");

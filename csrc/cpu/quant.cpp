@@ -1,0 +1,90 @@
+// The quant family on the CPU: block formats decoded chunk by chunk through
+// their codec headers (csrc/core/quant/), the chunk converted to the output
+// dtype in W-lane vectors; rows split over the thread pool.
+#include "cpu/quant.h"
+
+#include "core/quant/ggml.h"
+#include "core/quant/iquants.h"
+#include "core/quant/kquants_encode.h"
+#include "cpu/simd.h"
+
+namespace braze::cpu::BRAZE_ISA {
+namespace {
+
+using quant::Codec;
+using quant::QFormat;
+
+// Block-layout formats this file decodes and encodes: one line per group.
+#define BRAZE_CPU_DECODE_FORMATS(X) \
+  BRAZE_QUANT_GGML_FORMATS(X)       \
+  BRAZE_QUANT_KQUANTS_FORMATS(X)    \
+  BRAZE_QUANT_IQUANTS_FORMATS(X)
+#define BRAZE_CPU_ENCODE_FORMATS(X) \
+  BRAZE_QUANT_GGML_FORMATS(X)       \
+  BRAZE_QUANT_KQUANTS_FORMATS(X)    \
+  BRAZE_QUANT_IQUANTS_FORMATS(X)
+
+template <QFormat F, class D> void dequantize_blocks(const quant::DequantArgs& a) {
+  using T = typename D::T;
+  constexpr int CH = Codec<F>::kChunk;
+  static_assert(CH % W == 0, "a chunk is whole vectors");
+  const int64_t chunks = a.cols / CH;
+  const int64_t row_bytes = quant::info(F).blocks.bytes(a.cols) + a.cols * int64_t(sizeof(T));
+  parallel_rows(a.rows, row_bytes, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* src = a.data + r * a.data_stride;
+      T* dst = static_cast<T*>(a.out) + r * a.out_stride;
+      for (int64_t c = 0; c < chunks; ++c) {
+        alignas(64) float buf[CH];
+        Codec<F>::decode(src, c * CH, buf);
+        for (int i = 0; i < CH; i += W) store<D>(dst + c * CH + i, load<F32>(buf + i));
+      }
+    }
+  });
+}
+
+template <QFormat F, class D> void quantize_blocks(const quant::QuantArgs& a) {
+  using T = typename D::T;
+  constexpr int B = quant::info(F).blocks.block, BB = quant::info(F).blocks.block_bytes;
+  static_assert(B % W == 0, "a block is whole vectors");
+  const int64_t blocks = a.cols / B;
+  parallel_rows(a.rows, blocks * BB + a.cols * int64_t(sizeof(T)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* src = static_cast<const T*>(a.x) + r * a.x_stride;
+      uint8_t* dst = a.data + r * a.data_stride;
+      for (int64_t b = 0; b < blocks; ++b) {
+        alignas(64) float buf[B];
+        for (int i = 0; i < B; i += W) store<F32>(buf + i, load<D>(src + b * B + i));
+        Codec<F>::encode(buf, dst + b * BB);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void dequantize_run(const quant::DequantArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) {
+    using D = decltype(d);
+    switch (a.format) {
+#define BRAZE_CASE(name) case QFormat::name: return dequantize_blocks<QFormat::name, D>(a);
+      BRAZE_CPU_DECODE_FORMATS(BRAZE_CASE)
+#undef BRAZE_CASE
+      default: throw ValueError(std::string("dequantize: no CPU kernel for ") + quant::info(a.format).name);
+    }
+  });
+}
+
+void quantize_run(const quant::QuantArgs& a) {
+  with_float_dtype(a.dtype, [&](auto d) {
+    using D = decltype(d);
+    switch (a.format) {
+#define BRAZE_CASE(name) case QFormat::name: return quantize_blocks<QFormat::name, D>(a);
+      BRAZE_CPU_ENCODE_FORMATS(BRAZE_CASE)
+#undef BRAZE_CASE
+      default: throw ValueError(std::string("quantize: no CPU kernel for ") + quant::info(a.format).name);
+    }
+  });
+}
+
+}  // namespace braze::cpu::BRAZE_ISA
