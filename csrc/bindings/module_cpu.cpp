@@ -3,6 +3,7 @@
 #include "cpu/norm.h"
 #include "cpu/ops.h"
 #include "cpu/quant.h"
+#include "cpu/quant_mx.h"
 #include "cpu/rope.h"
 #include "cpu/runtime.h"
 #include "cpu/sampling.h"
@@ -35,6 +36,7 @@ NB_MODULE(_cpu, m) {
                      launcher<ops::HadamardArgs, cpu::hadamard_run>()});
   bind::bind_quant(m, {launcher<quant::DequantArgs, cpu::dequantize_run>(),
                        launcher<quant::QuantArgs, cpu::quantize_run>()});
+  bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, cpu::quantize_activations_run>());
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");

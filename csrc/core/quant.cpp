@@ -1,6 +1,7 @@
 #include "core/quant.h"
 
 #include "core/format.h"
+#include "core/quant_mx.h"
 
 namespace braze::quant {
 
@@ -11,6 +12,7 @@ bool dequantize_built(QFormat f) {
     case Group::ggml: return true;
     case Group::kquants: return true;
     case Group::iquants: return true;
+    case Group::mx: case Group::nvfp4: case Group::fp8: case Group::int8: case Group::affine: return true;
     default: return false;
   }
 }
@@ -19,7 +21,7 @@ bool quantize_built(QFormat f) {
     case Group::ggml: return true;
     case Group::kquants: return true;
     case Group::iquants: return true;
-    default: return false;
+    default: return info(f).layout == Layout::split;  // quant-mx's formats (not GGUF's fp4 blocks)
   }
 }
 
@@ -39,7 +41,9 @@ QFormat format_named(const std::string& name, const char* arg) {
 namespace {
 
 // The dtype `data` holds for a format: MLX packs affine elements in uint32 words.
-DType data_dtype(QFormat f) { return info(f).group == Group::affine ? DType::u32 : DType::u8; }
+DType data_dtype(QFormat f) {
+  return info(f).group == Group::affine ? DType::u32 : f == QFormat::int8 ? DType::i8 : DType::u8;
+}
 
 // A 2-D array [rows, n] whose last axis is contiguous: (rows, row stride in elements).
 Rows matrix(const Tensor& t, Role role) {
@@ -103,6 +107,7 @@ DequantArgs prepare_dequantize(const std::string& format, int64_t k, const Tenso
   a.data = static_cast<const uint8_t*>(data.data);
   a.data_stride = rd.stride * dtype_size(data.dtype);
   a.group = group;
+  if (info(f).layout == Layout::split) prepare_split(f, a.rows, k, scales, biases, tensor_scale, group, Role::input, a);
   a.out = out.data;
   a.out_stride = ro.stride;
   a.device = out.device;
@@ -133,6 +138,14 @@ QuantArgs prepare_quantize(const std::string& format, const Tensor& x, const Ten
   a.data = static_cast<uint8_t*>(data.data);
   a.data_stride = rd.stride * dtype_size(data.dtype);
   a.group = group;
+  if (info(f).layout == Layout::split) {
+    prepare_split(f, n, k, scales, biases, tensor_scale, group, Role::output, a);
+    for (const Tensor* t : {&scales, &biases, &tensor_scale})
+      if (t->defined()) {
+        require_disjoint(*t, x);
+        require_disjoint(*t, data);
+      }
+  }
   a.scale_rule = scale_rule;
   a.device = x.device;
   a.device_id = x.device_id;

@@ -6,6 +6,8 @@
 #include "core/quant/ggml.h"
 #include "core/quant/iquants.h"
 #include "core/quant/kquants_encode.h"
+#include "core/quant/gguf_fp4.h"
+#include "cpu/quant_mx.h"
 #include "cpu/simd.h"
 
 namespace braze::cpu::BRAZE_ISA {
@@ -16,6 +18,7 @@ using quant::QFormat;
 
 // Block-layout formats this file decodes and encodes: one line per group.
 #define BRAZE_CPU_DECODE_FORMATS(X) \
+  BRAZE_QUANT_GGUF_FP4_FORMATS(X)   \
   BRAZE_QUANT_GGML_FORMATS(X)       \
   BRAZE_QUANT_KQUANTS_FORMATS(X)    \
   BRAZE_QUANT_IQUANTS_FORMATS(X)
@@ -70,7 +73,9 @@ void dequantize_run(const quant::DequantArgs& a) {
 #define BRAZE_CASE(name) case QFormat::name: return dequantize_blocks<QFormat::name, D>(a);
       BRAZE_CPU_DECODE_FORMATS(BRAZE_CASE)
 #undef BRAZE_CASE
-      default: throw ValueError(std::string("dequantize: no CPU kernel for ") + quant::info(a.format).name);
+      default:
+        if (quant::info(a.format).layout == quant::Layout::split) return dequantize_split_run(a);
+        throw ValueError(std::string("dequantize: no CPU kernel for ") + quant::info(a.format).name);
     }
   });
 }
@@ -82,7 +87,9 @@ void quantize_run(const quant::QuantArgs& a) {
 #define BRAZE_CASE(name) case QFormat::name: return quantize_blocks<QFormat::name, D>(a);
       BRAZE_CPU_ENCODE_FORMATS(BRAZE_CASE)
 #undef BRAZE_CASE
-      default: throw ValueError(std::string("quantize: no CPU kernel for ") + quant::info(a.format).name);
+      default:
+        if (quant::info(a.format).layout == quant::Layout::split) return quantize_split_run(a);
+        throw ValueError(std::string("quantize: no CPU kernel for ") + quant::info(a.format).name);
     }
   });
 }

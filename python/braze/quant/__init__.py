@@ -21,14 +21,16 @@ from .._call import Call as _Call
 from ..reference import quant as _ref
 from ._formats import FORMATS as _FORMATS, format_info as _format_info
 from ._gguf import load_gguf
+from ._mx import quantize_activations
 from ._tensor import QuantizedTensor
+from . import _mx
 
 if _TYPE_CHECKING:
     from typing import Optional
 
     from .._typing import Array
 
-__all__ = ["QuantizedTensor", "quantize", "dequantize", "load_gguf", "formats"]
+__all__ = ["QuantizedTensor", "quantize", "dequantize", "load_gguf", "formats", "quantize_activations"]
 
 _OUT_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -74,13 +76,13 @@ def _dequantize_raw(data, *, format, k, dtype="float32", out=None, scales=None, 
 
 
 def quantize(w: "Array", format: str, *, group_size: "Optional[int]" = None,
-             scale_rule: "Optional[str]" = None) -> QuantizedTensor:
+             scale_rule: "Optional[str]" = None, granularity: "Optional[str]" = None) -> QuantizedTensor:
     """``w [N, K]`` float32 / float16 / bfloat16 -> a QuantizedTensor of ``format``
     (GGML formats: uint8 GGUF blocks ``[N, K / block * block_bytes]``). K must be a
     multiple of the format's block. GGML formats take no ``group_size`` or
     ``scale_rule`` (their blocks fix both)."""
     fmt = _format_info(format)
-    if fmt.layout == "blocks" and (group_size is not None or scale_rule is not None):
+    if fmt.layout == "blocks" and (group_size is not None or scale_rule is not None or granularity is not None):
         raise ValueError(f"{format} fixes its block and scale rule: group_size and scale_rule must be None")
     shape = tuple(getattr(w, "shape", ()))
     if len(shape) != 2:
@@ -88,6 +90,8 @@ def quantize(w: "Array", format: str, *, group_size: "Optional[int]" = None,
     if shape[1] % fmt.block:
         raise ValueError(f"w: K = {shape[1]} is not a multiple of {format}'s block of {fmt.block} elements")
     c = _Call("quantize", w, "w")
+    if fmt.layout == "split":  # MX, nvfp4, fp8, int8, affine: _mx.py
+        return _mx.quantize_split(c, w, fmt, shape, group_size, scale_rule, granularity)
     data = c.fw.empty(w, (shape[0], fmt.row_bytes(shape[1])), "uint8")
     data = _quantize_raw(w, format=format, out=data)
     return QuantizedTensor(format, shape, data)

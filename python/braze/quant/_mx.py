@@ -151,3 +151,19 @@ def quantize_activations(x, format, *, out=None):
         sx = c.fw.empty(x, (m, k // block), "uint8")
     c.kernel(format, c.arg(x, "x"), c.arg(xq, "xq"), c.arg(sx, "sx"), c.stream)
     return c.result(xq), c.result(sx)
+
+
+def quantize_split(c, w, fmt, shape, group_size, scale_rule, granularity):
+    """quantize of a split-layout format: new arrays in w's framework, filled by the kernel."""
+    from ._tensor import QuantizedTensor
+
+    n, k = (int(s) for s in shape)
+    data, scales, biases, tensor_scale, group, rule = split_arrays(c, w, fmt, n, k, group_size, scale_rule,
+                                                                   granularity)
+    if c.kernel is None:
+        raise NotImplementedError(f"no reference quantizer for {fmt.name} on {c.backend}")
+    c.kernel(fmt.name, c.arg(w, "w"), c.arg(data, "data"), c.arg(scales, "scales"), c.arg(biases, "biases"),
+             c.arg(tensor_scale, "tensor_scale"), group, rule, c.stream)
+    res = c.result
+    return QuantizedTensor(fmt.name, (n, k), res(data), res(scales), None if biases is None else res(biases),
+                           None if tensor_scale is None else res(tensor_scale), group or None)

@@ -74,5 +74,15 @@ class QuantizedTensor:
         data = raw.reshape((n, fmt.row_bytes(k)))
         return cls(fmt.name, (n, k), data)
 
+    @classmethod
+    def from_mlx(cls, wq: "Array", scales: "Array", biases: "Array", *, group_size: int, bits: int,
+                 mode: str = "affine") -> "QuantizedTensor":
+        """``mlx.core.quantize``'s ``(wq, scales, biases)`` (uint32 ``[N, K * bits / 32]``, and
+        ``[N, K / group_size]`` in the weight dtype) as a QuantizedTensor of format
+        ``affine<bits>``, wrapping the arrays without copying."""
+        from ._mx import from_mlx
+
+        return from_mlx(cls, wq, scales, biases, group_size=group_size, bits=bits, mode=mode)
+
     def __repr__(self):
         return f"QuantizedTensor(format={self.format!r}, shape={list(self.shape)})"

@@ -123,3 +123,5 @@ for _fmt in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
         backends=("cpu",), tol=dict(EXACT), shapes=_shapes(32), edge_shapes=_edges(32),
         bench_shapes=BENCH, native="quantize",
     ))
+
+from . import quant_mx  # noqa: E402,F401  the split formats and quantize_activations
