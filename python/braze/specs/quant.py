@@ -20,6 +20,7 @@ from ..reference import quant as ref
 from ._inputs import itemsize, numel, rows
 
 EXACT = {"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)}
+BACKENDS = ("cpu", "cuda")
 BENCH = {"decode": [(4096, 4096)], "prefill": [(4096, 14336), (14336, 4096)]}
 
 
@@ -58,6 +59,19 @@ def random_blocks(fmt, n, k, rng, strided=False, scale=0.02):
     return full[:, :nb * nbytes]
 
 
+def view_as(a, dtype):
+    """a's bits as ``dtype`` (a numpy dtype name of the same width): numpy arrays and torch tensors alike."""
+    if isinstance(a, np.ndarray):
+        return a.view(dtype)
+    import torch
+
+    return a.view(getattr(torch, dtype))
+
+
+def dtype_name(a):
+    return str(getattr(a, "dtype", "")).replace("torch.", "")
+
+
 def dequantize_bytes(data, *, format, k, dtype="float32", out=None):
     """``data`` (GGUF blocks of ``format``) -> ``[N, k]`` in ``dtype``: braze.quant.dequantize on raw bytes."""
     return quant._dequantize_raw(data, format=format, k=k, dtype=dtype, out=out)
@@ -69,8 +83,8 @@ def dequantize_reference(data, *, format, k, dtype="float32"):
 
 def quantize_bytes(w, *, format, out=None):
     """``w [N, K]`` -> GGUF blocks, viewed as int8 (the registry's out= poison, -7, is no uint8)."""
-    got = quant._quantize_raw(w, format=format, out=None if out is None else out.view(np.uint8))
-    return out if out is not None else got.view(np.int8)
+    got = quant._quantize_raw(w, format=format, out=None if out is None else view_as(out, "uint8"))
+    return out if out is not None else view_as(got, "int8")
 
 
 def quantize_reference(w, *, format):
@@ -112,7 +126,7 @@ for _fmt, (_block, _) in ref.BLOCKS.items():
     register(QuantSpec(
         family="quant", name=f"dequantize_{_fmt}", fn=dequantize_bytes, reference=dequantize_reference,
         make_inputs=_deq_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_deq_cost(_fmt),
-        backends=("cpu",), tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
+        backends=BACKENDS, tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
         bench_shapes=BENCH, layouts=("contiguous", "strided"),
     ))
 
@@ -120,7 +134,7 @@ for _fmt in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
     register(QuantSpec(
         family="quant", name=f"quantize_{_fmt}", fn=quantize_bytes, reference=quantize_reference,
         make_inputs=_q_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_q_cost(_fmt),
-        backends=("cpu",), tol=dict(EXACT), shapes=_shapes(32), edge_shapes=_edges(32),
+        backends=BACKENDS, tol=dict(EXACT), shapes=_shapes(32), edge_shapes=_edges(32),
         bench_shapes=BENCH, native="quantize",
     ))
 

@@ -18,7 +18,7 @@ from .._arrays import _np_dtype
 from .._spec import register
 from ..reference import quant_mx as ref
 from ._inputs import itemsize, rows
-from .quant import BENCH, EXACT, QuantSpec
+from .quant import BACKENDS, BENCH, EXACT, QuantSpec, dtype_name, view_as
 
 _MX_BITS = {"mxfp4": 4, "mxfp6_e2m3": 6, "mxfp6_e3m2": 6, "mxfp8_e4m3": 8, "mxfp8_e5m2": 8}
 _AFFINE_GROUP = 64
@@ -129,7 +129,7 @@ for _fmt, _block in _BLOCK.items():
     register(QuantSpec(
         family="quant", name=f"dequantize_{_fmt}", fn=dequantize_arrays, reference=dequantize_reference,
         make_inputs=_deq_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_deq_cost(_fmt),
-        backends=("cpu",), tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
+        backends=BACKENDS, tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
         bench_shapes=BENCH, layouts=("contiguous", "strided"),
     ))
 
@@ -137,7 +137,7 @@ for _fmt, _block in _BLOCK.items():
 # ---------------------------------------------------------------- activations
 def _signed(a):
     """uint8 outputs as int8 (the registry poisons integer out= arrays with -7)."""
-    return a.view(np.int8) if getattr(a, "dtype", None) == np.uint8 else a
+    return view_as(a, "int8") if dtype_name(a) == "uint8" else a
 
 
 def quantize_activations(x, *, format, out=None):
@@ -146,8 +146,8 @@ def quantize_activations(x, *, format, out=None):
         xq, sx = quant.quantize_activations(x, format)
         return _signed(xq), _signed(sx)
     xq, sx = out
-    quant.quantize_activations(x, format, out=(xq.view(np.uint8) if xq.dtype == np.int8 and format != "int8"
-                                                else xq, sx.view(np.uint8) if sx.dtype == np.int8 else sx))
+    quant.quantize_activations(x, format, out=(view_as(xq, "uint8") if dtype_name(xq) == "int8" and format != "int8"
+                                                else xq, view_as(sx, "uint8") if dtype_name(sx) == "int8" else sx))
     return xq, sx
 
 
@@ -175,7 +175,7 @@ for _fmt in ref.ACT_FORMATS:
     register(QuantSpec(
         family="quant", name=f"quantize_activations_{_fmt}", fn=quantize_activations,
         reference=quantize_activations_reference, make_inputs=_act_inputs(_fmt),
-        out_kwargs=lambda r: {"out": r}, cost=_act_cost(_fmt), backends=("cpu",), tol=dict(EXACT),
+        out_kwargs=lambda r: {"out": r}, cost=_act_cost(_fmt), backends=BACKENDS, tol=dict(EXACT),
         shapes=((4, 256), (16, 1024), (7, 96)), edge_shapes=((1, 32), (0, 64), (3, 32 if _b > 1 else 37), (1, 16384)),
         bench_shapes=ACT_BENCH, layouts=("contiguous", "strided"), native="quantize_activations",
     ))
