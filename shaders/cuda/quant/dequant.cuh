@@ -78,7 +78,7 @@ __device__ __forceinline__ void decode_chunk(const uint8_t* tile, int krel, int6
   constexpr Group G = info(F).group;
   if constexpr (info(F).layout == Layout::blocks) {
     static_assert(Codec<F>::kChunk == kDeqChunk, "a thread decodes one codec chunk");
-    Codec<F>::decode(tile, krel, out);
+    braze::quant::decode<F>(tile, krel, out);
   } else if constexpr (G == Group::mx) {
     const uint8_t* sc = static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k_tile / kMxBlock;
     mx_decode8<MxElem<F>::e>(tile, sc, krel, out);
