@@ -25,6 +25,7 @@ using namespace braze::quant;
 
 constexpr int kRowThreads = 256;
 constexpr int kRowHeld = 4;  // packs of 8 a thread holds: rows up to 8192 elements are read once
+// (at most 64 registers a thread, so that 4 CTAs of rows share an SM and keep its loads in flight)
 
 enum class RowCode { e4m3, e5m2, int8 };
 
@@ -97,7 +98,7 @@ template <bool Vec> __device__ __forceinline__ void store_codes8(uint8_t* dst, u
 }
 
 // Vec: x's rows 16-byte aligned, q's 8-byte aligned.
-template <RowCode C, class T, bool Vec> __global__ void __launch_bounds__(kRowThreads) row_quant_kernel(const RowParams p) {
+template <RowCode C, class T, bool Vec> __global__ void __launch_bounds__(kRowThreads, 4) row_quant_kernel(const RowParams p) {
   __shared__ uint32_t scratch[32];
   const int64_t npk = (p.cols + 7) / 8;
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
