@@ -94,10 +94,11 @@ def test_dequantize_every_bit_pattern_of_the_scales(fmt):
     specials = np.array([0x0001, 0x03ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x8000, 0x0400], np.uint16)
     for off in ref.F16_FIELDS[fmt]:
         b[..., off:off + 2] = rng.choice(specials, (n, nb, 1)).view(np.uint8)
-    with np.errstate(all="ignore"):
-        want = gq.dequantize(data, GGML[fmt])
-        got = quant.dequantize(quant.QuantizedTensor(fmt, (n, k), data))
-    assert same_bits(got, want)
+    for dtype in NP:
+        with np.errstate(all="ignore"):
+            want = gq.dequantize(data, GGML[fmt]).astype(NP[dtype])
+            got = quant.dequantize(quant.QuantizedTensor(fmt, (n, k), data), dtype=dtype)
+        assert same_bits(got, want), dtype
 
 
 def q8k_blocks(w):
