@@ -4,6 +4,7 @@
 #include "cpu/quant.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "core/quant/ggml.h"
 #include "core/quant/iquants.h"
@@ -45,6 +46,26 @@ inline vf broadcast(float a) {
   return v;
 }
 
+// store<BF16> with AVX2 instructions (round to nearest even, NaN kept quiet):
+// the generic vector-extension form lowers its u32 -> u16 narrowing lane by
+// lane, which here cost as much as decoding the chunk.
+template <class D> inline void store_out(typename D::T* p, vf v) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if constexpr (std::is_same_v<D, BF16>) {
+    const __m256i u = (__m256i)v, one = _mm256_set1_epi32(1);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40)), nan);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+    return;
+  }
+#endif
+  store<D>(p, v);
+}
+
 // One chunk of a row into dst: the portable build runs the codec's scalar
 // decode (the code CUDA and Metal share); the AVX builds take the chunk's
 // levels and scale them in vectors, the same float32 operations in the same order.
@@ -60,7 +81,7 @@ template <QFormat F, class D> inline void decode_chunk(const uint8_t* src, int64
     vf v = vd * levels_to_float(q + i);
     if constexpr (C::kAffine == quant::Affine::mul_add) v = v + vm;
     if constexpr (C::kAffine == quant::Affine::mul_sub) v = v - vm;
-    store<D>(dst + i, v);
+    store_out<D>(dst + i, v);
   }
 #else
   alignas(64) float buf[CH];

@@ -102,6 +102,54 @@ template <class D> inline void get(float* buf, const typename D::T* src, int n) 
   for (int i = 0; i < n; i += W) store<F32>(buf + i, load<D>(src + i));
 }
 
+// ------------------------------------------------------------ vector decode
+// decode_elem for W lanes: a normal code's exponent and mantissa shifted into
+// f32 position with the bias difference added; subnormal codes through an
+// int -> float conversion (no reliance on denormal inputs, which a DAZ mode
+// would read as 0); e4m3's NaN and e5m2's inf / NaN selected in.
+template <Elem E> inline vf decode_v(vu c) {
+  using C = ElemCode<E>;
+  constexpr int m = C::mbits, emin = 1 - C::bias;
+  const vu sign = (c >> (C::bits - 1)) << 31;
+  const vu mag = c & ((1u << (C::bits - 1)) - 1u);
+  const vu exp = mag >> m, man = mag & ((1u << m) - 1u);
+  const vu normal = (mag + uint32_t((127 - C::bias) << m)) << (23 - m);
+  const vf sub = __builtin_convertvector(man, vf) * quant::bits_f32(uint32_t(emin - m + 127) << 23);
+  const vi is_sub = (vi)(exp == 0u);
+  vu b = (vu)(((vi)sub & is_sub) | ((vi)normal & ~is_sub));
+  if constexpr (E == Elem::e4m3) {
+    const vi nan = (vi)(mag == 0x7fu);
+    b = (vu)(((vi)(vu{} + 0x7fc00000u) & nan) | ((vi)b & ~nan));
+  } else if constexpr (E == Elem::e5m2) {
+    const vi special = (vi)(exp == 31u);
+    b = (vu)(((vi)(0x7f800000u | (man << 21) | ((vu)(man != 0u) & 0x400000u)) & special) | ((vi)b & ~special));
+  }
+  return (vf)(b | sign);
+}
+
+// W byte codes at p.
+inline vu codes8(const uint8_t* p) {
+  vb b;
+  memcpy(&b, p, W);
+  return __builtin_convertvector(b, vu);
+}
+// W nibble codes from W / 2 bytes at p (element 2i in the low nibble of byte i).
+inline vu codes4(const uint8_t* p) {
+  typedef uint8_t vhalf __attribute__((vector_size(W / 2)));
+  vhalf h;
+  memcpy(&h, p, W / 2);
+#if defined(__AVX512F__)
+  const vb d = __builtin_shufflevector(h, h, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+#elif defined(__AVX__)
+  const vb d = __builtin_shufflevector(h, h, 0, 0, 1, 1, 2, 2, 3, 3);
+#else
+  const vb d = __builtin_shufflevector(h, h, 0, 0, 1, 1);
+#endif
+  vu shift;
+  for (int i = 0; i < W; ++i) shift[i] = (i & 1) * 4u;
+  return (__builtin_convertvector(d, vu) >> shift) & 15u;
+}
+
 // ------------------------------------------------------------ dequantize
 template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
   constexpr int Bits = ElemCode<E>::bits;
@@ -113,8 +161,15 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
       const uint8_t* sc = static_cast<const uint8_t*>(a.scales) + r * a.scales_stride;
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
       for (int64_t b = 0; b < blocks; ++b) {
-        alignas(64) float buf[32];
         const float x = quant::e8m0_to_f32(sc[b]);
+        if constexpr (Bits == 8 || Bits == 4) {  // codes decoded in vectors
+          for (int i = 0; i < 32; i += W) {
+            const vu c = Bits == 8 ? codes8(row + b * 32 + i) : codes4(row + (b * 32 + i) / 2);
+            store<D>(dst + b * 32 + i, decode_v<E>(c) * x);
+          }
+          continue;
+        }
+        alignas(64) float buf[32];
         for (int j0 = 0; j0 < 32; j0 += 8) {
           uint32_t c[8];
           quant::unpack8<Bits>(row, b * 32 + j0, c);
@@ -127,7 +182,6 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
 }
 
 template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
-  const float* t4 = table<Elem::e2m1>();
   const float* t8 = table<Elem::e4m3>();
   const float ts = *a.tensor_scale;
   parallel_rows(a.rows, a.cols / 2 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
@@ -136,15 +190,8 @@ template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
       const uint8_t* sc = static_cast<const uint8_t*>(a.scales) + r * a.scales_stride;
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
       for (int64_t b = 0; b < a.cols / 16; ++b) {
-        alignas(64) float buf[16];
         const float s = t8[sc[b]];
-        for (int j = 0; j < 8; ++j) {
-          const uint8_t q = row[b * 8 + j];
-          buf[2 * j] = t4[q & 15] * s;
-          buf[2 * j + 1] = t4[q >> 4] * s;
-        }
-        for (int j = 0; j < 16; ++j) buf[j] *= ts;
-        put<D>(dst + b * 16, buf, 16);
+        for (int i = 0; i < 16; i += W) store<D>(dst + b * 16 + i, decode_v<Elem::e2m1>(codes4(row + b * 8 + i / 2)) * s * ts);
       }
     }
   });
@@ -164,8 +211,15 @@ void deq_scaled(const quant::DequantArgs& a, Dec dec) {
                                                           : scales[r / 128 * a.scales_stride + k0 / 128];
         const int64_t n = std::min<int64_t>(128, a.cols - k0);
         alignas(64) float buf[128];
-        for (int64_t j = 0; j < n; ++j) buf[j] = dec(row[k0 + j]) * s;
-        lanes(n, [&](int64_t i, int64_t c) { st<D>(dst + k0, i, c, load<F32>(buf + i)); });
+        int64_t j0 = 0;
+        if constexpr (std::is_same_v<Code, uint8_t>) {  // fp8: whole vectors decoded in registers
+          for (; j0 + W <= n; j0 += W) {
+            const vu c = codes8(reinterpret_cast<const uint8_t*>(row) + k0 + j0);
+            store<D>(dst + k0 + j0, (a.format == QFormat::fp8_e4m3 ? decode_v<Elem::e4m3>(c) : decode_v<Elem::e5m2>(c)) * s);
+          }
+        }
+        for (int64_t j = j0; j < n; ++j) buf[j - j0] = dec(row[k0 + j]) * s;
+        lanes(n - j0, [&](int64_t i, int64_t c) { st<D>(dst + k0 + j0, i, c, load<F32>(buf + i)); });
       }
     }
   });
