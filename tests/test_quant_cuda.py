@@ -1,6 +1,7 @@
 """The quant family on CUDA against the CPU backend, bit for bit: both run the
 same codec headers (csrc/core/quant/), so CUDA's quantize must write the CPU's
-bytes and CUDA's dequantize the CPU's floats, for every format, output dtype,
+bytes and CUDA's dequantize the CPU's floats (a NaN is a NaN: payloads differ
+between the two machines' arithmetic), for every format, output dtype,
 odd row counts and rows strided inside wider buffers; quantize_activations
 likewise, with NaN, inf, -0 and saturating values in its rows.
 
@@ -60,10 +61,22 @@ def _to_cuda(a, like=None, pad=0):
     return host.cuda().view(like)
 
 
+# Float arrays: bit patterns that are NaN (|bits| above the infinity's), per torch dtype.
+_NAN_ABOVE = {torch.float32: (0x7fffffff, 0x7f800000), torch.float16: (0x7fff, 0x7c00),
+              torch.bfloat16: (0x7fff, 0x7f80)}
+
+
 def _same(name, got_cuda, want_cpu):
+    """Equal bits; in float arrays a NaN must meet a NaN, whatever its payload
+    (CUDA's arithmetic returns one canonical NaN where x86 propagates the operand's)."""
     g, w = _cuda_bits(got_cuda), _host_bits(want_cpu)
     assert g.shape == w.shape, f"{name}: shape {g.shape} != {w.shape}"
     bad = g != w
+    if got_cuda.dtype in _NAN_ABOVE:
+        mask, inf = _NAN_ABOVE[got_cuda.dtype]
+        nan_g, nan_w = (g & mask) > inf, (w & mask) > inf
+        assert (nan_g == nan_w).all(), f"{name}: NaN at {np.argwhere(nan_g != nan_w)[0].tolist()} on one side only"
+        bad &= ~nan_g
     assert not bad.any(), (f"{name}: {int(bad.sum())} of {w.size} differ from the CPU's; first at "
                            f"{np.argwhere(bad)[0].tolist()}: {g[bad][0]:#x} != {w[bad][0]:#x}")
 
