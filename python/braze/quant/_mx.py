@@ -13,9 +13,12 @@ weight's dtype, exactly what ``mlx.core.quantize`` returns.
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, Optional
 
 from .._call import Call
-from ._formats import format_info
+
+if TYPE_CHECKING:
+    from .._typing import Array
 
 SCALE_RULES = ("floor", "ceil", "round")
 GRANULARITIES = ("tensor", "row", "block")
@@ -112,7 +115,7 @@ def from_mlx(cls, wq, scales, biases, *, group_size, bits, mode="affine"):
     return cls(f"affine{bits}", (n, k), wq, scales, biases, group_size=group_size)
 
 
-def quantize_activations(x, format, *, out=None):
+def quantize_activations(x: "Array", format: str, *, out: "Optional[tuple]" = None) -> "tuple":
     """``x [M, K]`` float32 / float16 / bfloat16 -> ``(xq, sx)`` in one pass:
 
     * ``"fp8_e4m3"``: per token, ``sx`` f32 ``[M]`` = amax / 448, ``xq`` uint8
