@@ -66,6 +66,11 @@ def _dequantize_raw(data, *, format, k, dtype="float32", out=None, scales=None, 
     """dequantize on the arrays themselves (the registry's entry point)."""
     c = _Call("dequantize", data, "data")
     if c.kernel is None:
+        if _format_info(format).group not in ("ggml", "kquants", "iquants"):  # quant-mx's formats
+            from ..reference import quant_mx as _ref_mx
+
+            return c.fallback(_ref_mx.dequantize, (data, scales, biases, tensor_scale),
+                              dict(format=format, k=k, dtype=dtype, group_size=group_size), out)
         if scales is not None or biases is not None or tensor_scale is not None:
             raise NotImplementedError(f"no reference composition for {format} on {c.backend} yet")
         return c.fallback(_ref.dequantize, (data,), dict(format=format, dtype=dtype), out)

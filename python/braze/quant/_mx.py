@@ -13,9 +13,12 @@ weight's dtype, exactly what ``mlx.core.quantize`` returns.
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, Optional
 
 from .._call import Call
-from ._formats import format_info
+
+if TYPE_CHECKING:
+    from .._typing import Array
 
 SCALE_RULES = ("floor", "ceil", "round")
 GRANULARITIES = ("tensor", "row", "block")
@@ -112,7 +115,7 @@ def from_mlx(cls, wq, scales, biases, *, group_size, bits, mode="affine"):
     return cls(f"affine{bits}", (n, k), wq, scales, biases, group_size=group_size)
 
 
-def quantize_activations(x, format, *, out=None):
+def quantize_activations(x: "Array", format: str, *, out: "Optional[tuple]" = None) -> "tuple":
     """``x [M, K]`` float32 / float16 / bfloat16 -> ``(xq, sx)`` in one pass:
 
     * ``"fp8_e4m3"``: per token, ``sx`` f32 ``[M]`` = amax / 448, ``xq`` uint8
@@ -140,15 +143,13 @@ def quantize_activations(x, format, *, out=None):
         from ..reference import quant_mx as _ref
 
         return c.fallback(_ref.quantize_activations, (x,), dict(format=format), out)
-    if out is not None:
-        xq, sx = c.out(out[0], None, "xq"), c.out(out[1], None, "sx")
-    elif format in ("fp8_e4m3", "int8"):
-        xq = c.fw.empty(x, (m, k), "int8" if format == "int8" else "uint8")
-        sx = c.fw.empty(x, (m,), "float32")
+    if format in ("fp8_e4m3", "int8"):
+        q_shape, q_dtype, s_shape, s_dtype = (m, k), "int8" if format == "int8" else "uint8", (m,), "float32"
     else:
         block = 32 if format == "mxfp8_e4m3" else 16
-        xq = c.fw.empty(x, (m, k if block == 32 else k // 2), "uint8")
-        sx = c.fw.empty(x, (m, k // block), "uint8")
+        q_shape, q_dtype, s_shape, s_dtype = (m, k if block == 32 else k // 2), "uint8", (m, k // block), "uint8"
+    xq = c.out(None if out is None else out[0], q_shape, "xq", q_dtype)
+    sx = c.out(None if out is None else out[1], s_shape, "sx", s_dtype)
     c.kernel(format, c.arg(x, "x"), c.arg(xq, "xq"), c.arg(sx, "sx"), c.stream)
     return c.result(xq), c.result(sx)
 

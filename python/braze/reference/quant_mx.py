@@ -333,3 +333,33 @@ def mxfp4_gguf_dequantize(raw, k):
     codes = np.concatenate([qs & 15, qs >> 4], axis=-1)
     with np.errstate(over="ignore", invalid="ignore"):
         return ((decode_elem(codes, "e2m1") + 0.0) * scale[..., None]).reshape(n, k).astype(np.float32)
+
+
+def dequantize(data, scales=None, biases=None, tensor_scale=None, *, format, k, dtype="float32", group_size=None):
+    """Any format of this module from its arrays -> [N, k] in `dtype` (numpy;
+    bfloat16 through ml_dtypes): float32 values, one rounding. fp8's scale
+    granularity follows the scales' shape ([1], [N], or 2-D 128 x 128 blocks)."""
+    from .._arrays import _np_dtype
+
+    a = np.asarray(data)
+    if format in MX_ELEM:
+        y = mx_dequantize(a, np.asarray(scales), format, k)
+    elif format == "nvfp4":
+        y = nvfp4_dequantize(a, np.asarray(scales), np.float32(np.asarray(tensor_scale).reshape(-1)[0]), k)
+    elif format in ("fp8_e4m3", "fp8_e5m2"):
+        s = np.asarray(scales, np.float32)
+        g = "block" if s.ndim == 2 else ("tensor" if s.size == 1 and a.shape[0] != 1 else "row")
+        y = fp8_dequantize(a, s, format, g)
+    elif format == "int8":
+        y = int8_dequantize(a, np.asarray(scales, np.float32))
+    elif format.startswith("affine"):
+        y = affine_dequantize(a, np.asarray(scales, np.float32), np.asarray(biases, np.float32), int(format[6:]),
+                              group_size, k)
+    elif format == "mxfp4_gguf":
+        y = mxfp4_gguf_dequantize(a, k)
+    elif format == "nvfp4_gguf":
+        y = nvfp4_gguf_dequantize(a, k)
+    else:
+        raise ValueError(f"{format} is not a format of braze.reference.quant_mx")
+    with np.errstate(over="ignore"):
+        return np.asarray(y, np.float32).astype(_np_dtype(dtype))

@@ -88,24 +88,10 @@ def dequantize_arrays(*arrays, format, k, dtype="float32", group_size=None, out=
 
 
 def dequantize_reference(*arrays, format, k, dtype="float32", group_size=None):
-    a = [np.asarray(x) for x in arrays]
-    if format in _MX_BITS:
-        y = ref.mx_dequantize(a[0], a[1], format, k)
-    elif format == "nvfp4":
-        y = ref.nvfp4_dequantize(a[0], a[1], np.float32(a[2][0]), k)
-    elif format in ("fp8_e4m3", "fp8_e5m2"):
-        y = ref.fp8_dequantize(a[0], a[1].astype(np.float32), format, "row")
-    elif format == "int8":
-        y = ref.int8_dequantize(a[0], a[1].astype(np.float32))
-    elif format.startswith("affine"):
-        y = ref.affine_dequantize(a[0], a[1].astype(np.float32), a[2].astype(np.float32), int(format[6:]),
-                                  group_size, k)
-    elif format == "mxfp4_gguf":
-        y = ref.mxfp4_gguf_dequantize(a[0], k)
-    else:
-        y = ref.nvfp4_gguf_dequantize(a[0], k)
-    with np.errstate(over="ignore"):  # large codes times large scales overflow float16: inf, as the kernel
-        return np.asarray(y, np.float32).astype(_np_dtype(dtype))
+    a = list(arrays) + [None] * 3
+    if format.startswith("affine"):
+        return ref.dequantize(a[0], a[1], a[2], None, format=format, k=k, dtype=dtype, group_size=group_size)
+    return ref.dequantize(a[0], a[1], None, a[2] if format == "nvfp4" else None, format=format, k=k, dtype=dtype)
 
 
 def _deq_cost(fmt):
@@ -147,9 +133,10 @@ def quantize_activations(x, *, format, out=None):
         xq, sx = quant.quantize_activations(x, format)
         return _signed(xq), _signed(sx)
     xq, sx = out
-    quant.quantize_activations(x, format, out=(view_as(xq, "uint8") if dtype_name(xq) == "int8" and format != "int8"
-                                                else xq, view_as(sx, "uint8") if dtype_name(sx) == "int8" else sx))
-    return xq, sx
+    uq = view_as(xq, "uint8") if xq is not None and dtype_name(xq) == "int8" and format != "int8" else xq
+    us = view_as(sx, "uint8") if sx is not None and dtype_name(sx) == "int8" else sx
+    gq, gs = quant.quantize_activations(x, format, out=(uq, us))
+    return (xq if xq is not None else _signed(gq)), (sx if sx is not None else _signed(gs))
 
 
 def quantize_activations_reference(x, *, format):
