@@ -6,6 +6,8 @@
 #include "core/attention.h"
 #include "core/norm.h"
 #include "core/ops.h"
+#include "core/quant.h"
+#include "core/quant_mx.h"
 #include "core/rope.h"
 #include "core/sampling.h"
 
@@ -48,6 +50,14 @@ struct AttentionLaunchers {
   Launcher<attention::MergeArgs> merge;
 };
 void bind_attention(nb::module_& m, const AttentionLaunchers& l);
+
+// The quant family: one argument block per direction.
+struct QuantLaunchers {
+  Launcher<quant::DequantArgs> dequantize;
+  Launcher<quant::QuantArgs> quantize;
+};
+void bind_quant(nb::module_& m, const QuantLaunchers& l);
+void bind_quant_activations(nb::module_& m, const Launcher<quant::ActQuantArgs>& l);
 
 // Every module: the exception translator, and as_bfloat16 (numpy has no
 // bfloat16 in DLPack: an ml_dtypes.bfloat16 array's uint16 view relabelled).

@@ -3,6 +3,8 @@
 #include "cpu/attention.h"
 #include "cpu/norm.h"
 #include "cpu/ops.h"
+#include "cpu/quant.h"
+#include "cpu/quant_mx.h"
 #include "cpu/rope.h"
 #include "cpu/runtime.h"
 #include "cpu/sampling.h"
@@ -42,6 +44,9 @@ NB_MODULE(_cpu, m) {
                            launcher<attention::DecodeArgs, cpu::decode_run>(),
                            launcher<attention::PrefillArgs, cpu::prefill_run>(),
                            launcher<attention::MergeArgs, cpu::merge_states_run>()});
+  bind::bind_quant(m, {launcher<quant::DequantArgs, cpu::dequantize_run>(),
+                       launcher<quant::QuantArgs, cpu::quantize_run>()});
+  bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, cpu::quantize_activations_run>());
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels run with now.");

@@ -6,6 +6,7 @@
 #include "bindings/families.h"
 #include "cuda/norm.h"
 #include "cuda/ops.h"
+#include "cuda/quant.h"
 #include "cuda/rope.h"
 #include "cuda/runtime.h"
 #include "cuda/sampling.h"
@@ -30,6 +31,8 @@ NB_MODULE(_cuda, m) {
   bind::bind_sampling(m, {launcher(cuda::normalize_run), launcher(cuda::argmax_run), launcher(cuda::mask_run),
                           launcher(cuda::penalties_run), launcher(cuda::sample_run), launcher(cuda::philox_run)});
   bind::bind_ops(m, {launcher(cuda::act_run), launcher(cuda::embedding_run), launcher(cuda::hadamard_run)});
+  bind::bind_quant(m, {launcher(cuda::dequantize_run), launcher(cuda::quantize_run)});
+  bind::bind_quant_activations(m, launcher(cuda::quantize_activations_run));
   m.def("norm_vjp_workspace_bytes", [](const std::string& op, const std::string& dtype, int64_t rows, int64_t cols,
                                        int grads, int device) {
     const norm::Op o = op == "rms_norm_vjp" ? norm::Op::rms_norm_vjp

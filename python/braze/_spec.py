@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-FAMILIES = ("norm", "rope", "sampling", "ops", "attention")
+FAMILIES = ("norm", "rope", "sampling", "ops", "attention", "quant")
 
 # (atol, rtol) per dtype: errors are measured against a float64 reference
 # computed from the same (rounded) inputs; atol scales with max(1, rms(ref)).

@@ -1,7 +1,9 @@
 """Peer implementations to benchmark against, by family.
 
 Each family module may define ``torch_ops = {op: fn}`` and ``liger_ops = {op: fn}``
-(each fn takes the same arguments as the braze op, as torch tensors). An op
+(each fn takes the same arguments as the braze op, as torch tensors), and
+``cpu_ops(op) -> [(peer name, fn)]`` for other CPU libraries (fn takes the
+op's numpy arguments). An op
 without a torch peer is measured through its reference composition running
 in torch (array-API), which is what a user without braze would write.
 """
@@ -34,3 +36,9 @@ def cuda_peers(spec):
     mod = family(spec.family)
     fn = getattr(mod, "cuda_peers", None) if mod else None
     return list(fn(spec.name)) if fn else []
+
+
+def cpu_ops(spec):
+    mod = family(spec.family)
+    fn = getattr(mod, "cpu_ops", None) if mod else None
+    return fn(spec.name) if fn else []

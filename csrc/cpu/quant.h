@@ -1,0 +1,17 @@
+// CPU entries of the quant family: one build per ISA, the active one picked at call time.
+#pragma once
+#include "core/quant.h"
+#include "cpu/runtime.h"
+
+namespace braze::cpu {
+#define BRAZE_DECLARE(isa)                            \
+  namespace isa {                                     \
+  void dequantize_run(const quant::DequantArgs& a);   \
+  void quantize_run(const quant::QuantArgs& a);       \
+  }
+BRAZE_CPU_FOR_EACH_ISA(BRAZE_DECLARE)
+#undef BRAZE_DECLARE
+
+inline void dequantize_run(const quant::DequantArgs& a) { BRAZE_CPU_PICK(dequantize_run)(a); }
+inline void quantize_run(const quant::QuantArgs& a) { BRAZE_CPU_PICK(quantize_run)(a); }
+}  // namespace braze::cpu

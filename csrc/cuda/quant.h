@@ -1,0 +1,14 @@
+// CUDA entries of the quant family: each runs validated Args on the arrays'
+// device, on `stream` (0 = the legacy default stream). They never synchronize
+// and allocate nothing (amax passes accumulate in the output's own scale slot).
+#pragma once
+#include <cstdint>
+
+#include "core/quant.h"
+#include "core/quant_mx.h"
+
+namespace braze::cuda {
+void dequantize_run(const quant::DequantArgs& a, uintptr_t stream);
+void quantize_run(const quant::QuantArgs& a, uintptr_t stream);
+void quantize_activations_run(const quant::ActQuantArgs& a, uintptr_t stream);
+}  // namespace braze::cuda

@@ -1,0 +1,117 @@
+"""The quant family: weight formats as they ship (GGUF blocks, ...), each with one
+codec shared by every backend.
+
+``quantize(w, format)`` turns a float ``[N, K]`` weight into a
+:class:`QuantizedTensor`; ``dequantize(qw)`` turns it back into float32 /
+float16 / bfloat16 ``[N, K]``; ``QuantizedTensor.from_gguf`` wraps the bytes of
+a GGUF tensor without copying, and ``load_gguf(path)`` memory-maps a whole file.
+
+Why kernels: a GGML block is a handful of bit fields and one or two scales; a
+composition of array ops makes an intermediate array per field (nibbles, high
+bits, scale unpacking), each the size of the output, where the kernel reads the
+packed bytes once and writes the output once.
+
+GGML formats (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K .. q8_K, iq4_nl, iq4_xs)
+dequantize bit-exactly as ``gguf.quants`` does (float32 math, one rounding to
+the output dtype), and q8_0, q4_0, q4_1, q5_0, q5_1 quantize bit-exactly as it does.
+"""
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from .._call import Call as _Call
+from ..reference import quant as _ref
+from ._formats import FORMATS as _FORMATS, format_info as _format_info
+from ._gguf import load_gguf
+from ._mx import quantize_activations
+from ._tensor import QuantizedTensor
+from . import _mx
+
+if _TYPE_CHECKING:
+    from typing import Optional
+
+    from .._typing import Array
+
+__all__ = ["QuantizedTensor", "quantize", "dequantize", "load_gguf", "formats", "quantize_activations"]
+
+_OUT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def formats() -> "dict":
+    """Every format name -> its record (block elements, block bytes, layout, group,
+    whether dequantize / quantize are built): the table of csrc/core/quant/formats.h.
+    ``data`` of a block-layout format is uint8 ``[N, K / block * block_bytes]``; float32
+    / float16 / bfloat16 come back from ``dequantize``."""
+    return dict(_FORMATS)
+
+
+def _dtype_name(dtype):
+    name = dtype if isinstance(dtype, str) else str(getattr(dtype, "name", dtype)).replace("torch.", "")
+    if name not in _OUT_DTYPES:
+        raise ValueError(f"dtype must be one of {_OUT_DTYPES}, got {dtype!r}")
+    return name
+
+
+def dequantize(qw: QuantizedTensor, *, dtype: str = "float32", out: "Optional[Array]" = None) -> "Array":
+    """The float weight ``[N, K]`` (float32 / float16 / bfloat16, ``dtype``) of a
+    QuantizedTensor: float32 math, one rounding to ``dtype``. ``out``: an array of
+    that shape and dtype in the weight's framework, written and returned."""
+    if not isinstance(qw, QuantizedTensor):
+        raise TypeError(f"qw must be a QuantizedTensor, got {type(qw).__name__}")
+    return _dequantize_raw(qw.data, format=qw.format, k=qw.shape[1], dtype=_dtype_name(dtype), out=out,
+                          scales=qw.scales, biases=qw.biases, tensor_scale=qw.tensor_scale,
+                          group_size=qw.group_size)
+
+
+def _dequantize_raw(data, *, format, k, dtype="float32", out=None, scales=None, biases=None, tensor_scale=None,
+                   group_size=None):
+    """dequantize on the arrays themselves (the registry's entry point)."""
+    c = _Call("dequantize", data, "data")
+    if c.kernel is None:
+        if _format_info(format).group not in ("ggml", "kquants", "iquants"):  # quant-mx's formats
+            from ..reference import quant_mx as _ref_mx
+
+            return c.fallback(_ref_mx.dequantize, (data, scales, biases, tensor_scale),
+                              dict(format=format, k=k, dtype=dtype, group_size=group_size), out)
+        if scales is not None or biases is not None or tensor_scale is not None:
+            raise NotImplementedError(f"no reference composition for {format} on {c.backend} yet")
+        return c.fallback(_ref.dequantize, (data,), dict(format=format, dtype=dtype), out)
+    y = c.out(out, (data.shape[0], k), dtype=dtype)
+    c.kernel(format, k, c.arg(data, "data"), c.arg(scales, "scales"), c.arg(biases, "biases"),
+             c.arg(tensor_scale, "tensor_scale"), c.arg(y, "out"), group_size or 0, c.stream)
+    return c.result(y)
+
+
+def quantize(w: "Array", format: str, *, group_size: "Optional[int]" = None,
+             scale_rule: "Optional[str]" = None, granularity: "Optional[str]" = None) -> QuantizedTensor:
+    """``w [N, K]`` float32 / float16 / bfloat16 -> a QuantizedTensor of ``format``
+    (GGML formats: uint8 GGUF blocks ``[N, K / block * block_bytes]``). K must be a
+    multiple of the format's block. GGML formats take no ``group_size`` or
+    ``scale_rule`` (their blocks fix both)."""
+    fmt = _format_info(format)
+    if fmt.layout == "blocks" and (group_size is not None or scale_rule is not None or granularity is not None):
+        raise ValueError(f"{format} fixes its block and scale rule: group_size and scale_rule must be None")
+    shape = tuple(getattr(w, "shape", ()))
+    if len(shape) != 2:
+        raise ValueError(f"w must be [N, K], got shape {shape}")
+    if shape[1] % fmt.block:
+        raise ValueError(f"w: K = {shape[1]} is not a multiple of {format}'s block of {fmt.block} elements")
+    c = _Call("quantize", w, "w")
+    if fmt.layout == "split":  # MX, nvfp4, fp8, int8, affine: _mx.py
+        return _mx.quantize_split(c, w, fmt, shape, group_size, scale_rule, granularity)
+    data = c.fw.empty(w, (shape[0], fmt.row_bytes(shape[1])), "uint8")
+    data = _quantize_raw(w, format=format, out=data)
+    return QuantizedTensor(format, shape, data)
+
+
+def _quantize_raw(w, *, format, out=None):
+    """quantize into ``out`` (uint8 blocks), the registry's entry point."""
+    c = _Call("quantize", w, "w")
+    if c.kernel is None:
+        if _format_info(format).group != "ggml":
+            raise NotImplementedError(f"no reference quantizer for {format} on {c.backend}")
+        return c.fallback(_ref.quantize_ggml, (w,), dict(format=format), out)
+    if out is None:
+        out = c.fw.empty(w, (w.shape[0], _format_info(format).row_bytes(w.shape[1])), "uint8")
+    else:
+        c.out(out, None, "out")
+    c.kernel(format, c.arg(w, "w"), c.arg(out, "data"), None, None, None, 0, 0, c.stream)
+    return c.result(out)

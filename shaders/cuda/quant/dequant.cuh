@@ -1,0 +1,135 @@
+// dequantize on CUDA: one kernel over QFormat. A CTA owns a tile of
+// kDeqThreads * 16 consecutive elements of one row (tiles start on block
+// boundaries): it stages the tile's packed bytes in shared memory with 16-byte
+// loads (each byte read from memory once, fully coalesced), then each thread
+// decodes one 16-element chunk through the format's codec (csrc/core/quant/,
+// the CPU's code) and stores it as 16-byte vectors, consecutive threads on
+// consecutive chunks. Sub-block scales scattered in a K-quant block are read
+// from shared memory, not memory. CTAs loop over the tiles of all rows
+// (grid sized from the SM count).
+#pragma once
+#include "core/quant/affine.h"
+#include "core/quant/fp8.h"
+#include "core/quant/ggml.h"
+#include "core/quant/gguf_fp4.h"
+#include "core/quant/int8.h"
+#include "core/quant/iquants.h"
+#include "core/quant/kquants.h"
+#include "core/quant/mx.h"
+#include "core/quant/nvfp4.h"
+#include "core/quant_mx.h"
+#include "cuda/quant/io.cuh"
+
+namespace braze::cuda::quant {
+
+using namespace braze::quant;
+
+constexpr int kDeqThreads = 256;
+constexpr int kDeqChunk = 16;
+constexpr int kDeqTile = kDeqThreads * kDeqChunk;  // elements; a multiple of every block (<= 256)
+
+struct DeqParams {
+  const uint8_t* data;
+  int64_t data_stride;  // bytes
+  const void* scales;
+  int64_t scales_stride;  // elements
+  DType scales_dtype;
+  const void* biases;
+  int64_t biases_stride;
+  const float* tensor_scale;
+  int64_t group;
+  void* out;
+  int64_t out_stride;  // elements
+  int64_t rows, cols, tiles;  // tiles per row
+  bool vec_out;               // out and its row stride are 16-byte aligned
+};
+
+template <QFormat F> struct MxElem;
+template <> struct MxElem<QFormat::mxfp4> { static constexpr Elem e = Elem::e2m1; };
+template <> struct MxElem<QFormat::mxfp6_e2m3> { static constexpr Elem e = Elem::e2m3; };
+template <> struct MxElem<QFormat::mxfp6_e3m2> { static constexpr Elem e = Elem::e3m2; };
+template <> struct MxElem<QFormat::mxfp8_e4m3> { static constexpr Elem e = Elem::e4m3; };
+template <> struct MxElem<QFormat::mxfp8_e5m2> { static constexpr Elem e = Elem::e5m2; };
+template <> struct MxElem<QFormat::fp8_e4m3> { static constexpr Elem e = Elem::e4m3; };
+template <> struct MxElem<QFormat::fp8_e5m2> { static constexpr Elem e = Elem::e5m2; };
+
+template <QFormat F> constexpr int affine_bits() {
+  return F == QFormat::affine2 ? 2 : F == QFormat::affine3 ? 3 : F == QFormat::affine4 ? 4
+       : F == QFormat::affine5 ? 5 : F == QFormat::affine6 ? 6 : 8;
+}
+
+__device__ __forceinline__ float scalar_at(const void* p, DType t, int64_t i) {
+  if (t == DType::f32) return static_cast<const float*>(p)[i];
+  if (t == DType::f16) return __half2float(static_cast<const __half*>(p)[i]);
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+// The float scale of element (r, k) of an fp8 / int8 weight: per tensor, row or 128 x 128 block.
+__device__ __forceinline__ float scaled_scale(const DeqParams& p, int64_t r, int64_t k) {
+  const float* s = static_cast<const float*>(p.scales);
+  return p.group == kFp8GroupTensor ? s[0] : p.group == kFp8GroupRow ? s[r] : s[r / 128 * p.scales_stride + k / 128];
+}
+
+// Elements [krel, krel + 16) of the tile starting at element k_tile of row r,
+// from the tile's staged bytes; the arithmetic of the CPU kernels, step by step.
+template <QFormat F>
+__device__ __forceinline__ void decode_chunk(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
+                                             const DeqParams& p, float* out) {
+  constexpr Group G = info(F).group;
+  if constexpr (info(F).layout == Layout::blocks) {
+    static_assert(Codec<F>::kChunk == kDeqChunk, "a thread decodes one codec chunk");
+    braze::quant::decode<F>(tile, krel, out);
+  } else if constexpr (G == Group::mx) {
+    const uint8_t* sc = static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k_tile / kMxBlock;
+    mx_decode8<MxElem<F>::e>(tile, sc, krel, out);
+    mx_decode8<MxElem<F>::e>(tile, sc, krel + 8, out + 8);
+  } else if constexpr (G == Group::nvfp4) {
+    const uint8_t* sc = static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k_tile / kNvfp4Block;
+    const float t = *p.tensor_scale;
+    // nvfp4_decode8's (e2m1 * s) * t, as the CPU's two steps
+    nvfp4_decode8(tile, sc, t, krel, out);
+    nvfp4_decode8(tile, sc, t, krel + 8, out + 8);
+  } else if constexpr (G == Group::fp8) {
+    const float s = scaled_scale(p, r, k_tile + krel);
+#pragma unroll
+    for (int j = 0; j < kDeqChunk; ++j) out[j] = decode_elem<MxElem<F>::e>(tile[krel + j]) * s;
+  } else if constexpr (G == Group::int8) {
+    const float s = scaled_scale(p, r, k_tile + krel);
+#pragma unroll
+    for (int j = 0; j < kDeqChunk; ++j) out[j] = float(int8_t(tile[krel + j])) * s;
+  } else {
+    static_assert(G == Group::affine, "every group decodes");
+    const int64_t gi = (k_tile + krel) / p.group;
+    const float s = scalar_at(p.scales, p.scales_dtype, r * p.scales_stride + gi);
+    const float b = scalar_at(p.biases, p.scales_dtype, r * p.biases_stride + gi);
+    affine_decode8<affine_bits<F>()>(tile, s, b, krel, out);
+    affine_decode8<affine_bits<F>()>(tile, s, b, krel + 8, out + 8);
+  }
+}
+
+template <QFormat F, class T>
+__global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams p) {
+  constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
+  static_assert(kDeqTile % B == 0, "tiles start on block boundaries");
+  constexpr int kTileBytes = kDeqTile / B * BB;
+  __shared__ __align__(16) uint8_t tile[kTileBytes];
+  const int64_t total = p.rows * p.tiles;
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t r = t / p.tiles, k_tile = (t - r * p.tiles) * kDeqTile;
+    const int64_t left = p.cols - k_tile;
+    const int n = left < kDeqTile ? int(left) : kDeqTile;  // a multiple of B
+    stage_bytes(tile, p.data + r * p.data_stride + k_tile / B * BB, n / B * BB);
+    __syncthreads();
+    const int krel = int(threadIdx.x) * kDeqChunk;
+    if (krel < n) {
+      float v[kDeqChunk];
+      decode_chunk<F>(tile, krel, r, k_tile, p, v);
+      T* dst = static_cast<T*>(p.out) + r * p.out_stride + k_tile + krel;
+      const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;  // short only in fp8 / int8 rows
+      store_n<T, kDeqChunk>(dst, v, m, p.vec_out);
+    }
+    __syncthreads();  // the tile is read before the next one overwrites it
+  }
+}
+
+}  // namespace braze::cuda::quant

@@ -1,0 +1,121 @@
+// Loads and stores of the quant kernels: floats in and out of the three
+// element types with the CPU backend's exact bits (NaN payloads included), the
+// staging of a tile of packed bytes in shared memory, and a block-wide max.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace braze::cuda::quant {
+
+__device__ __forceinline__ float in_f32(float v) { return v; }
+__device__ __forceinline__ float in_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float in_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// One rounding to nearest even; a NaN keeps its sign and top payload bits as
+// the CPU's conversions (F16C, and the bf16 bit trick of cpu/simd.h) keep them.
+template <class T> __device__ __forceinline__ T out_of(float v);
+template <> __device__ __forceinline__ float out_of<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half out_of<__half>(float v) {
+  if (v == v) return __float2half_rn(v);
+  const uint32_t u = __float_as_uint(v);
+  return __ushort_as_half(uint16_t(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu)));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 out_of<__nv_bfloat16>(float v) {
+  if (v == v) return __float2bfloat16_rn(v);
+  return __ushort_as_bfloat16(uint16_t((__float_as_uint(v) >> 16) | 0x40u));
+}
+
+// n (<= N) floats to dst as T; vec: dst is 16-byte aligned (N * sizeof(T) a multiple of 16).
+template <class T, int N> __device__ __forceinline__ void store_n(T* dst, const float* v, int n, bool vec) {
+  if (vec && n == N) {
+    constexpr int kWords = N * int(sizeof(T)) / 16;
+    static_assert(kWords * 16 == N * int(sizeof(T)), "whole 16-byte vectors");
+    union {
+      T e[N];
+      uint4 w[kWords];
+    } u;
+#pragma unroll
+    for (int i = 0; i < N; ++i) u.e[i] = out_of<T>(v[i]);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) reinterpret_cast<uint4*>(dst)[i] = u.w[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (i < n) dst[i] = out_of<T>(v[i]);
+  }
+}
+
+// n (<= N) elements of src as floats (the rest 0); Vec: src is 16-byte aligned.
+template <class T, int N, bool Vec> __device__ __forceinline__ void load_n(const T* src, float* v, int n) {
+  if (Vec && n == N) {
+    constexpr int kWords = N * int(sizeof(T)) / 16;
+    static_assert(kWords * 16 == N * int(sizeof(T)), "whole 16-byte vectors");
+    union {
+      T e[N];
+      uint4 w[kWords];
+    } u;
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) u.w[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = in_f32(u.e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = i < n ? in_f32(src[i]) : 0.f;
+  }
+}
+
+// The block's threads copy n bytes of global src to shared dst: 16-byte
+// vectors where src is 16-byte aligned, 4-byte words where 4-aligned, else bytes.
+__device__ __forceinline__ void stage_bytes(uint8_t* dst, const uint8_t* src, int n) {
+  const int t = threadIdx.x, nt = blockDim.x;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  int done = 0;
+  if ((a & 15u) == 0) {
+    const int nv = n >> 4;
+    for (int i = t; i < nv; i += nt)
+      reinterpret_cast<uint4*>(dst)[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+    done = nv << 4;
+  } else if ((a & 3u) == 0) {
+    const int nv = n >> 2;
+    for (int i = t; i < nv; i += nt)
+      reinterpret_cast<uint32_t*>(dst)[i] = __ldg(reinterpret_cast<const unsigned int*>(src) + i);
+    done = nv << 2;
+  }
+  for (int i = done + t; i < n; i += nt) dst[i] = __ldg(src + i);
+}
+
+// x / s with x86's NaN rules, which the CPU kernels follow and the encoders
+// see through a NaN's sign: a NaN operand comes back (x's first), and an
+// invalid operation (inf / inf, 0 / 0) gives the negative default NaN, where
+// CUDA's division returns a positive canonical NaN.
+__device__ __forceinline__ float div_x86(float x, float s) {
+  const float y = x / s;
+  if (y == y) return y;
+  return x != x ? x : s != s ? s : __uint_as_float(0xffc00000u);
+}
+
+// The maximum of every thread's v, returned to every thread (blockDim.x a multiple of 32, <= 1024).
+__device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* scratch /* [32] shared */) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < int(blockDim.x >> 5) ? scratch[lane] : 0u;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  __syncthreads();  // scratch may be reused by the caller's next reduction
+  return v;
+}
+
+}  // namespace braze::cuda::quant
