@@ -35,14 +35,16 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 cudaStream_t as_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 
-int64_t rows_per_cta(int64_t dim) { return dim > 128 ? 4 : 8; }
+// Query heads per CTA (attend.cuh's R): kMaxRows, or 4 for groups of at most 4.
+int64_t max_rows(int64_t dim) { return dim > 128 ? 4 : 8; }
+int64_t rows_per_cta(int64_t dim, int64_t group) { return group <= 4 ? 4 : max_rows(dim); }
 
 // Decode's split count: enough CTAs for about two per multiprocessor, each
 // split at least kMinKeysPerSplit keys of the table's capacity. The CTAs per
-// split are at least batch * ceil(Hq / R) whatever Hkv is, so the workspace
+// split are at least batch * ceil(Hq / kMaxRows) whatever Hkv is, so the workspace
 // size needs no Hkv.
 int64_t decode_splits(int64_t batch, int64_t q_heads, int64_t dim, int64_t capacity, int device) {
-  const int64_t base = std::max<int64_t>(1, batch * ceil_div(q_heads, rows_per_cta(dim)));
+  const int64_t base = std::max<int64_t>(1, batch * ceil_div(q_heads, max_rows(dim)));
   const int64_t want = ceil_div(2 * int64_t(sm_count(device)), base);
   return std::max<int64_t>(1, std::min({want, ceil_div(capacity, kMinKeysPerSplit), kMaxSplits}));
 }
@@ -55,7 +57,7 @@ void fill_common(AttendParams& p, int64_t q_heads, int64_t kv_heads, int64_t dim
                  const Outputs& out) {
   p.q_heads = int(q_heads);
   p.group = int(q_heads / kv_heads);
-  p.head_chunks = int(ceil_div(p.group, rows_per_cta(dim)));
+  p.head_chunks = int(ceil_div(p.group, rows_per_cta(dim, p.group)));
   p.scale = o.scale;
   p.softcap = o.softcap;
   p.window = o.window;
@@ -98,9 +100,14 @@ template <class T> bool vector_ok(const AttendParams& p) {
          p.vc_sb % v == 0 && p.vc_ss % v == 0 && p.vc_sh % v == 0;
 }
 
+template <class T, int D, int R> void attend_rows(const AttendParams& p, dim3 grid, cudaStream_t s) {
+  if (vector_ok<T>(p)) attend_kernel<T, D, R, true><<<grid, kThreads, 0, s>>>(p);
+  else attend_kernel<T, D, R, false><<<grid, kThreads, 0, s>>>(p);
+}
+
 template <class T, int D> void attend_dim(const AttendParams& p, dim3 grid, cudaStream_t s) {
-  if (vector_ok<T>(p)) attend_kernel<T, D, true><<<grid, kThreads, 0, s>>>(p);
-  else attend_kernel<T, D, false><<<grid, kThreads, 0, s>>>(p);
+  if (rows_per_cta(D, p.group) == 4) attend_rows<T, D, 4>(p, grid, s);
+  else attend_rows<T, D, kMaxRows<D>>(p, grid, s);
   check_launch("attention");
   if (p.splits > 1) {
     merge_splits_kernel<T, D><<<unsigned(p.batch) * unsigned(p.q_heads), kThreads, 0, s>>>(p);
@@ -193,6 +200,8 @@ void decode_run(const DecodeArgs& a, uintptr_t stream) {
 void prefill_run(const PrefillArgs& a, uintptr_t stream) {
   if (a.tokens == 0 || a.q_heads == 0) return;
   if (a.tokens > INT_MAX) throw ValueError("too many tokens for one CUDA prefill");
+  if (a.batch == 0)  // a shape fact: the kernel's search would read past cu_seqlens
+    throw ValueError("cu_seqlens names no sequence but q has " + std::to_string(a.tokens) + " tokens");
   DeviceGuard g(a.device_id);
   AttendParams p{};
   p.mode = a.paged ? kPaged : kRagged;

@@ -21,8 +21,10 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kTeamsPerWarp = 32 / kTeam;
 constexpr int kTeams = kThreads / kTeam;
 
-// Query heads per CTA: R * D <= 1024 keeps a lane's accumulators at 128 floats.
-template <int D> constexpr int kRows = D > 128 ? 4 : 8;
+// Query heads per CTA, R: at most 1024 / D, so a lane's accumulators stay
+// within 128 floats; 4 where the GQA group has at most 4 heads (the launcher
+// picks), so small groups do not carry idle rows.
+template <int D> constexpr int kMaxRows = D > 128 ? 4 : 8;
 
 __device__ __forceinline__ float sink_logit(const AttendParams& p, int h) {
   switch (p.sinks_type) {
@@ -69,10 +71,11 @@ __device__ __forceinline__ bool key_rows(const AttendParams& p, int b, int64_t s
   return true;
 }
 
-template <class T, int D, bool Vec> __global__ void __launch_bounds__(kThreads) attend_kernel(const AttendParams p) {
-  constexpr int C = D / 8;                    // 8-element chunks of a row
+template <class T, int D, int R, bool Vec>
+__global__ void __launch_bounds__(kThreads) attend_kernel(const AttendParams p) {
+  static_assert(R <= kMaxRows<D>, "too many rows for the accumulators");
+  constexpr int C = D / 8;                      // 8-element chunks of a row
   constexpr int CPL = (C + kTeam - 1) / kTeam;  // chunks per lane (the last may be partial)
-  constexpr int R = kRows<D>;
   __shared__ float q_s[R][D];
   __shared__ float red_m[kWarps][R], red_l[kWarps][R];
   __shared__ float red_acc[kWarps][R][D];
