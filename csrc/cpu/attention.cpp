@@ -41,6 +41,23 @@ inline void hsum8(const vf* a, float* s) {
 #endif
 }
 
+// splat(*p) as one broadcast load (splat's vf{} + a costs an add first).
+inline vf bcast(const float* p) {
+#if defined(__AVX512F__)
+  const __m512 v = _mm512_set1_ps(*p);
+  vf r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+#elif defined(__AVX__)
+  const __m256 v = _mm256_broadcast_ss(p);
+  vf r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+#else
+  return splat(*p);
+#endif
+}
+
 // Per-thread buffers, reused across calls.
 struct Scratch {
   std::vector<float> q, o, k, v, s;
@@ -90,7 +107,7 @@ inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int
     vf vv[NV];
     for (int x = 0; x < NV; ++x) vv[x] = load<L>(V[j] + d0 + x * W);
     for (int r = 0; r < R; ++r) {
-      const vf p = splat(P[r * NK + j]);
+      const vf p = bcast(P + r * NK + j);
       for (int x = 0; x < NV; ++x) acc[r][x] += p * vv[x];
     }
   }
