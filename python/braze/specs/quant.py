@@ -112,7 +112,7 @@ for _fmt, (_block, _) in ref.BLOCKS.items():
     register(QuantSpec(
         family="quant", name=f"dequantize_{_fmt}", fn=dequantize_bytes, reference=dequantize_reference,
         make_inputs=_deq_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_deq_cost(_fmt),
-        backends=("cpu",), tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
+        backends=("cpu", "metal"), tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
         bench_shapes=BENCH, layouts=("contiguous", "strided"),
     ))
 
@@ -120,7 +120,7 @@ for _fmt in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
     register(QuantSpec(
         family="quant", name=f"quantize_{_fmt}", fn=quantize_bytes, reference=quantize_reference,
         make_inputs=_q_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_q_cost(_fmt),
-        backends=("cpu",), tol=dict(EXACT), shapes=_shapes(32), edge_shapes=_edges(32),
+        backends=("cpu", "metal"), tol=dict(EXACT), shapes=_shapes(32), edge_shapes=_edges(32),
         bench_shapes=BENCH, native="quantize",
     ))
 

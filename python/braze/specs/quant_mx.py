@@ -129,7 +129,7 @@ for _fmt, _block in _BLOCK.items():
     register(QuantSpec(
         family="quant", name=f"dequantize_{_fmt}", fn=dequantize_arrays, reference=dequantize_reference,
         make_inputs=_deq_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_deq_cost(_fmt),
-        backends=("cpu",), tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
+        backends=("cpu", "metal"), tol=dict(EXACT), shapes=_shapes(_block), edge_shapes=_edges(_block),
         bench_shapes=BENCH, layouts=("contiguous", "strided"),
     ))
 
@@ -175,7 +175,7 @@ for _fmt in ref.ACT_FORMATS:
     register(QuantSpec(
         family="quant", name=f"quantize_activations_{_fmt}", fn=quantize_activations,
         reference=quantize_activations_reference, make_inputs=_act_inputs(_fmt),
-        out_kwargs=lambda r: {"out": r}, cost=_act_cost(_fmt), backends=("cpu",), tol=dict(EXACT),
+        out_kwargs=lambda r: {"out": r}, cost=_act_cost(_fmt), backends=("cpu", "metal"), tol=dict(EXACT),
         shapes=((4, 256), (16, 1024), (7, 96)), edge_shapes=((1, 32), (0, 64), (3, 32 if _b > 1 else 37), (1, 16384)),
         bench_shapes=ACT_BENCH, layouts=("contiguous", "strided"), native="quantize_activations",
     ))
