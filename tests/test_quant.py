@@ -1,6 +1,7 @@
 """The quant family (GGML formats): registry parity, bit-exactness against the
 GGML maintainers' gguf.quants, the format table, GGUF bytes wrapped without
 copies, and bad input."""
+import os
 import re
 
 import numpy as np
@@ -350,8 +351,46 @@ def test_load_gguf_every_format(tmp_path):
         assert same_bits(qw.data, data)
         if quant.formats()[fmt].dequantize_built:
             with np.errstate(invalid="ignore"):
-                expect = gq.dequantize(data, GGML[fmt]) if fmt != "q8_K" else ref.dequantize(data, format=fmt)
+                expect = gq.dequantize(data, {**GGML, **GGUF_ONLY}[fmt]) if fmt != "q8_K" else ref.dequantize(data, format=fmt)
                 assert same_bits(quant.dequantize(qw), expect)
     for name, w in (("f32", w32), ("f16", w16), ("bf16", wbf)):
         assert memmap_root(got[name]) is not None
         assert same_bits(got[name], w)
+
+
+# ---------------------------------------------------------------- against llama.cpp's quantizers
+VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "quant_vectors.npz")
+LLAMA = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs")
+
+
+def sq_error(fmt, data, w):
+    y = quant.dequantize(quant.QuantizedTensor(fmt, w.shape, data))
+    return float(np.sum((y.astype(np.float64) - w) ** 2))
+
+
+@pytest.mark.parametrize("fmt", LLAMA)
+def test_quantize_matches_llama_cpp(fmt):
+    """tests/data/quant_vectors.npz holds llama.cpp's own quantization of the same
+    inputs (ggml_quantize_chunk without an importance matrix, made by
+    scripts/quant_vectors.py): braze's encoders give the same bytes, so the same
+    error, for every format (K-quants and i-quants included)."""
+    v = np.load(VECTORS)
+    w, theirs = v["w"], v[fmt]
+    ours = np.asarray(quant.quantize(w, fmt).data)
+    assert same_bits(ours, theirs)
+    assert sq_error(fmt, ours, w) == sq_error(fmt, theirs, w)
+
+
+def test_q8_K_quantize_rounds_to_the_nearest_level():
+    """q8_K (llama.cpp's quantize_chunk has none to compare with): d = -max/127
+    of the signed extreme, every element within d/2 of its value, bsums the sums of 16."""
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((4, 512)).astype(np.float32)
+    w[1, :256] = 0
+    data = np.asarray(quant.quantize(w, "q8_K").data).reshape(4, 2, 292)
+    d = data[..., :4].copy().view(np.float32)
+    q = data[..., 4:260].view(np.int8).astype(np.int32)
+    x = w.reshape(4, 2, 256)
+    assert np.all(np.abs(q) <= 127) and d[1, 0, 0] == 0 and not q[1, 0].any()
+    assert np.all(np.abs(d * q - x) <= np.abs(d) / 2 * (1 + 1e-6))
+    assert np.array_equal(data[..., 260:].copy().view(np.int16), q.reshape(4, 2, 16, 16).sum(-1))

@@ -3,6 +3,8 @@
 // dtype in W-lane vectors; rows split over the thread pool.
 #include "cpu/quant.h"
 
+#include <cstring>
+
 #include "core/quant/ggml.h"
 #include "core/quant/iquants.h"
 #include "core/quant/kquants_encode.h"
@@ -27,6 +29,46 @@ using quant::QFormat;
   BRAZE_QUANT_KQUANTS_FORMATS(X)    \
   BRAZE_QUANT_IQUANTS_FORMATS(X)
 
+// W levels (int8) -> W floats, in registers.
+inline vf levels_to_float(const int8_t* q) {
+  typedef int8_t vq __attribute__((vector_size(W)));
+  vq v;
+  memcpy(&v, q, sizeof v);
+  return __builtin_convertvector(v, vf);
+}
+
+// a in every lane, -0.0 included (splat adds it to +0.0, which would drop the sign
+// and break bit-exactness where GGML's reference computes 0 - (-0)).
+inline vf broadcast(float a) {
+  vf v;
+  for (int i = 0; i < W; ++i) v[i] = a;
+  return v;
+}
+
+// One chunk of a row into dst: the portable build runs the codec's scalar
+// decode (the code CUDA and Metal share); the AVX builds take the chunk's
+// levels and scale them in vectors, the same float32 operations in the same order.
+template <QFormat F, class D> inline void decode_chunk(const uint8_t* src, int64_t k0, typename D::T* dst) {
+  using C = Codec<F>;
+  constexpr int CH = C::kChunk;
+#if defined(__AVX__)
+  alignas(16) int8_t q[CH];
+  float d, m;
+  C::levels(src, k0, q, d, m);
+  const vf vd = broadcast(d), vm = broadcast(m);
+  for (int i = 0; i < CH; i += W) {
+    vf v = vd * levels_to_float(q + i);
+    if constexpr (C::kAffine == quant::Affine::mul_add) v = v + vm;
+    if constexpr (C::kAffine == quant::Affine::mul_sub) v = v - vm;
+    store<D>(dst + i, v);
+  }
+#else
+  alignas(64) float buf[CH];
+  quant::decode<F>(src, k0, buf);
+  for (int i = 0; i < CH; i += W) store<D>(dst + i, load<F32>(buf + i));
+#endif
+}
+
 template <QFormat F, class D> void dequantize_blocks(const quant::DequantArgs& a) {
   using T = typename D::T;
   constexpr int CH = Codec<F>::kChunk;
@@ -37,11 +79,7 @@ template <QFormat F, class D> void dequantize_blocks(const quant::DequantArgs& a
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* src = a.data + r * a.data_stride;
       T* dst = static_cast<T*>(a.out) + r * a.out_stride;
-      for (int64_t c = 0; c < chunks; ++c) {
-        alignas(64) float buf[CH];
-        Codec<F>::decode(src, c * CH, buf);
-        for (int i = 0; i < CH; i += W) store<D>(dst + c * CH + i, load<F32>(buf + i));
-      }
+      for (int64_t c = 0; c < chunks; ++c) decode_chunk<F, D>(src, c * CH, dst + c * CH);
     }
   });
 }

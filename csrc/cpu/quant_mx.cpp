@@ -61,9 +61,19 @@ template <Elem E> inline vu encode_v(vf x) {
   return code;
 }
 
+// The low byte of each lane, stored as W bytes (a byte shuffle: GCC lowers a
+// convertvector of u32 lanes to u8 one lane at a time).
 inline void store_codes(uint8_t* p, vu c) {
-  const vb b = __builtin_convertvector(c, vb);
-  memcpy(p, &b, W);
+  typedef uint8_t vbytes __attribute__((vector_size(4 * W)));
+  const vbytes b = (vbytes)c;
+#if defined(__AVX512F__)
+  const vb lo = __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60);
+#elif defined(__AVX__)
+  const vb lo = __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
+#else
+  const vb lo = __builtin_shufflevector(b, b, 0, 4, 8, 12);
+#endif
+  memcpy(p, &lo, W);
 }
 
 inline vu abs_bits_v(vf x) { return (vu)x & 0x7fffffffu; }

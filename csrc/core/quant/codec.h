@@ -1,11 +1,13 @@
 // What every format's codec provides, and byte helpers the codecs share.
 //
 // Codec<F> (specialized in the group headers, csrc/core/quant/<group>.h):
-//   kChunk                      elements one decode call produces (a divisor of the block);
-//   decode(row, k0, out)        elements [k0, k0 + kChunk) of one row (k0 a multiple of kChunk)
-//                               from that row's bytes, as float32: a GPU thread can own one chunk
-//                               and write coalesced, a CPU loop walks the chunks;
-//   encode(x, block)            (where the format quantizes here) one block from block floats.
+//   kChunk                      elements one call decodes (a divisor of the block);
+//   levels(row, k0, q, d, m)    elements [k0, k0 + kChunk) of one row (k0 a multiple of kChunk)
+//                               from that row's bytes, as int8 levels q and the chunk's scale d
+//                               and offset m; the values are affine<kAffine>(d, m, q[i]);
+//   decode(row, k0, out)        the same as float32 (decode<F> below): a GPU thread can own one
+//                               chunk and write coalesced, a CPU loop converts levels in vectors;
+//   encode(x, block)            one block from block floats.
 // Everything is BRAZE_HD: no std library calls CUDA lacks, no heap, no exceptions.
 //
 // Arithmetic follows the GGML maintainers' reference (gguf.quants) operation by
@@ -25,6 +27,15 @@
 namespace braze::quant {
 
 template <QFormat F> struct Codec;
+
+// How a chunk's levels become values, each a separate float32 rounding as GGML's
+// reference does: d q (mul), d q + m (mul_add), d q - m (mul_sub).
+enum class Affine : uint8_t { mul, mul_add, mul_sub };
+template <Affine A> BRAZE_HD float affine(float d, float m, float q) {
+  if (A == Affine::mul) return d * q;
+  if (A == Affine::mul_add) return d * q + m;
+  return d * q - m;
+}
 
 BRAZE_HD float load_f16(const uint8_t* p) {
   uint16_t h;
@@ -87,6 +98,44 @@ BRAZE_HD float sqrt_(float v) {
 #else
   return __builtin_sqrtf(v);
 #endif
+}
+
+// q[i] = ((p[i] >> s) & mask) + bias for 16 bytes; q[i] += ((p[i] >> s) & mask) << lsh.
+// The shift is a template argument in each case so that compilers vectorize
+// the loops (x86 has no byte shift by a lane-uniform variable).
+template <int S> BRAZE_HD void bits16_at(const uint8_t* p, int mask, int bias, int8_t* q) {
+  for (int i = 0; i < 16; ++i) q[i] = int8_t(((p[i] >> S) & mask) + bias);
+}
+template <int S> BRAZE_HD void add_bits16_at(const uint8_t* p, int mask, int lsh, int8_t* q) {
+  for (int i = 0; i < 16; ++i) q[i] = int8_t(q[i] + (((p[i] >> S) & mask) << lsh));
+}
+BRAZE_HD void bits16(const uint8_t* p, int s, int mask, int bias, int8_t* q) {
+  switch (s) {
+    case 0: return bits16_at<0>(p, mask, bias, q);
+    case 2: return bits16_at<2>(p, mask, bias, q);
+    case 4: return bits16_at<4>(p, mask, bias, q);
+    default: return bits16_at<6>(p, mask, bias, q);
+  }
+}
+BRAZE_HD void add_bits16(const uint8_t* p, int s, int mask, int lsh, int8_t* q) {
+  switch (s) {
+    case 0: return add_bits16_at<0>(p, mask, lsh, q);
+    case 1: return add_bits16_at<1>(p, mask, lsh, q);
+    case 2: return add_bits16_at<2>(p, mask, lsh, q);
+    case 3: return add_bits16_at<3>(p, mask, lsh, q);
+    case 4: return add_bits16_at<4>(p, mask, lsh, q);
+    case 5: return add_bits16_at<5>(p, mask, lsh, q);
+    case 6: return add_bits16_at<6>(p, mask, lsh, q);
+    default: return add_bits16_at<7>(p, mask, lsh, q);
+  }
+}
+
+// Elements [k0, k0 + kChunk) of a row as float32.
+template <QFormat F> BRAZE_HD void decode(const uint8_t* row, int64_t k0, float* out) {
+  int8_t q[Codec<F>::kChunk];
+  float d, m;
+  Codec<F>::levels(row, k0, q, d, m);
+  for (int i = 0; i < Codec<F>::kChunk; ++i) out[i] = affine<Codec<F>::kAffine>(d, m, float(q[i]));
 }
 
 }  // namespace braze::quant

@@ -51,12 +51,13 @@ BRAZE_HD uint32_t high_bits(const int* q) {
 
 template <> struct Codec<QFormat::q8_0> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int j;
     const uint8_t* b = block_of<QFormat::q8_0>(row, k0, j);
-    const float d = load_f16(b);
-    const int8_t* q = reinterpret_cast<const int8_t*>(b + 2) + j;
-    for (int i = 0; i < kChunk; ++i) out[i] = float(q[i]) * d;
+    d = load_f16(b);
+    m = 0.f;
+    for (int i = 0; i < kChunk; ++i) q[i] = int8_t(b[2 + j + i]);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b) {
     float amax = 0.f;
@@ -69,12 +70,14 @@ template <> struct Codec<QFormat::q8_0> {
 
 template <> struct Codec<QFormat::q4_0> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int j;
     const uint8_t* b = block_of<QFormat::q4_0>(row, k0, j);
-    const float d = load_f16(b);
+    d = load_f16(b);
+    m = 0.f;
     const int sh = (j >> 4) << 2;
-    for (int i = 0; i < kChunk; ++i) out[i] = d * float(((b[2 + i] >> sh) & 15) - 8);
+    bits16(b + 2, sh, 15, -8, q);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b) {
     const float d = ggml_detail::signed_absmax(x) / -8.f, id = d != 0.f ? 1.f / d : 0.f;
@@ -87,12 +90,14 @@ template <> struct Codec<QFormat::q4_0> {
 
 template <> struct Codec<QFormat::q4_1> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul_add;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int j;
     const uint8_t* b = block_of<QFormat::q4_1>(row, k0, j);
-    const float d = load_f16(b), m = load_f16(b + 2);
+    d = load_f16(b);
+    m = load_f16(b + 2);
     const int sh = (j >> 4) << 2;
-    for (int i = 0; i < kChunk; ++i) out[i] = d * float((b[4 + i] >> sh) & 15) + m;
+    bits16(b + 4, sh, 15, 0, q);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b) {
     float mn, mx;
@@ -108,14 +113,16 @@ template <> struct Codec<QFormat::q4_1> {
 
 template <> struct Codec<QFormat::q5_0> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int j;
     const uint8_t* b = block_of<QFormat::q5_0>(row, k0, j);
-    const float d = load_f16(b);
+    d = load_f16(b);
+    m = 0.f;
     const uint32_t qh = load_u32(b + 2) >> j;
     const int sh = (j >> 4) << 2;
-    for (int i = 0; i < kChunk; ++i)
-      out[i] = d * float((((b[6 + i] >> sh) & 15) | int(((qh >> i) & 1u) << 4)) - 16);
+    bits16(b + 6, sh, 15, -16, q);
+    for (int i = 0; i < kChunk; ++i) q[i] = int8_t(q[i] + int(((qh >> i) & 1u) << 4));
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b) {
     const float d = ggml_detail::signed_absmax(x) / -16.f, id = d != 0.f ? 1.f / d : 0.f;
@@ -130,14 +137,16 @@ template <> struct Codec<QFormat::q5_0> {
 
 template <> struct Codec<QFormat::q5_1> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul_add;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int j;
     const uint8_t* b = block_of<QFormat::q5_1>(row, k0, j);
-    const float d = load_f16(b), m = load_f16(b + 2);
+    d = load_f16(b);
+    m = load_f16(b + 2);
     const uint32_t qh = load_u32(b + 4) >> j;
     const int sh = (j >> 4) << 2;
-    for (int i = 0; i < kChunk; ++i)
-      out[i] = d * float(((b[8 + i] >> sh) & 15) | int(((qh >> i) & 1u) << 4)) + m;
+    bits16(b + 8, sh, 15, 0, q);
+    for (int i = 0; i < kChunk; ++i) q[i] = int8_t(q[i] + int(((qh >> i) & 1u) << 4));
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b) {
     float mn, mx;

@@ -16,23 +16,43 @@
 
 namespace braze::quant {
 
+namespace gguf_fp4_detail {
+// e2m1 doubled, as GGML's tables hold it (kvalues_mxfp4): integers, and the code -0 is 0.
+BRAZE_HD int8_t kvalue(uint32_t q) {
+  const int8_t mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  return int8_t(q & 8u ? -mag[q & 7u] : mag[q & 7u]);
+}
+}  // namespace gguf_fp4_detail
+
 template <> struct Codec<QFormat::mxfp4_gguf> {
   static constexpr int kChunk = 16;  // the low (or the high) nibbles of one block
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  // x = 2^(e - 128) * (2 e2m1(q)): d the first factor (e = 255 reads 2^127), q the doubled value.
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int j;
     const uint8_t* b = block_of<QFormat::mxfp4_gguf>(row, k0, j);
     const uint32_t e = b[0];
-    const float half = bits_f32(e < 2 ? 0x00200000u << e : (e - 1u) << 23);  // 2^(e - 128)
+    d = bits_f32(e < 2 ? 0x00200000u << e : (e - 1u) << 23);
+    m = 0.f;
     const int shift = j >= 16 ? 4 : 0;
-    for (int i = 0; i < kChunk; ++i) out[i] = half * (2.f * e2m1_gguf((b[1 + i] >> shift) & 15u));
+    for (int i = 0; i < kChunk; ++i) q[i] = gguf_fp4_detail::kvalue((b[1 + i] >> shift) & 15u);
   }
 };
 
 template <> struct Codec<QFormat::nvfp4_gguf> {
   static constexpr int kChunk = 16;  // one sub-block
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
-    nvfp4_gguf_decode8(row, k0, out);
-    nvfp4_gguf_decode8(row, k0 + 8, out + 8);
+  static constexpr Affine kAffine = Affine::mul;
+  // x = ue4m3(d_s) * e2m1(q) = (ue4m3(d_s) / 2) * (2 e2m1(q)), both exact.
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
+    const uint8_t* blk = row + k0 / kNvfp4GgufBlock * kNvfp4GgufBytes;
+    const int sub = int(k0 % kNvfp4GgufBlock) / 16;
+    d = 0.5f * ue4m3_to_f32(blk[sub]);
+    m = 0.f;
+    const uint8_t* p = blk + 4 + 8 * sub;
+    for (int i = 0; i < 8; ++i) {
+      q[i] = gguf_fp4_detail::kvalue(p[i] & 15u);
+      q[i + 8] = gguf_fp4_detail::kvalue(p[i] >> 4);
+    }
   }
 };
 

@@ -20,29 +20,35 @@ BRAZE_HD int iq4_value(int q) {
 
 template <> struct Codec<QFormat::iq4_nl> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     const int8_t kv[16] = BRAZE_IQ4_VALUES;
     int j;
     const uint8_t* b = block_of<QFormat::iq4_nl>(row, k0, j);
-    const float d = load_f16(b);
+    d = load_f16(b);
+    m = 0.f;
     const int sh = (j >> 4) << 2;
-    for (int i = 0; i < kChunk; ++i) out[i] = d * float(kv[(b[2 + i] >> sh) & 15]);
+    bits16(b + 2, sh, 15, 0, q);
+    for (int i = 0; i < kChunk; ++i) q[i] = kv[q[i]];
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };
 
 template <> struct Codec<QFormat::iq4_xs> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     const int8_t kv[16] = BRAZE_IQ4_VALUES;
     int e;
     const uint8_t* b = block_of<QFormat::iq4_xs>(row, k0, e);
     const int ib = e >> 5;
     const int ls = ((b[4 + (ib >> 1)] >> ((ib & 1) << 2)) & 15) | (((load_u16(b + 2) >> (2 * ib)) & 3) << 4);
-    const float dl = load_f16(b) * float(ls - 32);
-    const uint8_t* q = b + 8 + (ib << 4);
+    d = load_f16(b) * float(ls - 32);
+    m = 0.f;
+    const uint8_t* p = b + 8 + (ib << 4);
     const int sh = ((e >> 4) & 1) << 2;
-    for (int i = 0; i < kChunk; ++i) out[i] = dl * float(kv[(q[i] >> sh) & 15]);
+    bits16(p, sh, 15, 0, q);
+    for (int i = 0; i < kChunk; ++i) q[i] = kv[q[i]];
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };

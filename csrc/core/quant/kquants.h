@@ -35,89 +35,100 @@ BRAZE_HD int scale_q3(const uint8_t* s, int i) {
 
 template <> struct Codec<QFormat::q2_K> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul_sub;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int e;
     const uint8_t* b = block_of<QFormat::q2_K>(row, k0, e);
-    const float d = load_f16(b + 80), dmin = load_f16(b + 82);
     const int sc = b[e >> 4];
-    const float dl = d * float(sc & 15), ml = dmin * float(sc >> 4);
-    const uint8_t* q = b + 16 + ((e >> 7) << 5) + (e & 31);
+    d = load_f16(b + 80) * float(sc & 15);
+    m = load_f16(b + 82) * float(sc >> 4);
+    const uint8_t* p = b + 16 + ((e >> 7) << 5) + (e & 31);
     const int sh = ((e & 127) >> 5) << 1;
-    for (int i = 0; i < kChunk; ++i) out[i] = dl * float((q[i] >> sh) & 3) - ml;
+    bits16(p, sh, 3, 0, q);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };
 
 template <> struct Codec<QFormat::q3_K> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int e;
     const uint8_t* b = block_of<QFormat::q3_K>(row, k0, e);
-    const float dl = load_f16(b + 108) * float(kq_detail::scale_q3(b + 96, e >> 4));
-    const uint8_t* q = b + 32 + ((e >> 7) << 5) + (e & 31);
+    d = load_f16(b + 108) * float(kq_detail::scale_q3(b + 96, e >> 4));
+    m = 0.f;
+    const uint8_t* p = b + 32 + ((e >> 7) << 5) + (e & 31);
     const uint8_t* h = b + (e & 31);
     const int sh = ((e & 127) >> 5) << 1, hb = e >> 5;
-    for (int i = 0; i < kChunk; ++i)
-      out[i] = dl * float(((q[i] >> sh) & 3) - (((h[i] >> hb) & 1) ? 0 : 4));
+    bits16(p, sh, 3, -4, q);
+    add_bits16(h, hb, 1, 2, q);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };
 
 template <> struct Codec<QFormat::q4_K> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul_sub;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int e;
     const uint8_t* b = block_of<QFormat::q4_K>(row, k0, e);
-    int sc, m;
-    kq_detail::scale_min_k4(b + 4, e >> 5, sc, m);
-    const float dl = load_f16(b) * float(sc), ml = load_f16(b + 2) * float(m);
-    const uint8_t* q = b + 16 + ((e >> 6) << 5) + (e & 31);
+    int sc, mn;
+    kq_detail::scale_min_k4(b + 4, e >> 5, sc, mn);
+    d = load_f16(b) * float(sc);
+    m = load_f16(b + 2) * float(mn);
+    const uint8_t* p = b + 16 + ((e >> 6) << 5) + (e & 31);
     const int sh = ((e >> 5) & 1) << 2;
-    for (int i = 0; i < kChunk; ++i) out[i] = dl * float((q[i] >> sh) & 15) - ml;
+    bits16(p, sh, 15, 0, q);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };
 
 template <> struct Codec<QFormat::q5_K> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul_sub;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int e;
     const uint8_t* b = block_of<QFormat::q5_K>(row, k0, e);
-    int sc, m;
-    kq_detail::scale_min_k4(b + 4, e >> 5, sc, m);
-    const float dl = load_f16(b) * float(sc), ml = load_f16(b + 2) * float(m);
-    const uint8_t* q = b + 48 + ((e >> 6) << 5) + (e & 31);
+    int sc, mn;
+    kq_detail::scale_min_k4(b + 4, e >> 5, sc, mn);
+    d = load_f16(b) * float(sc);
+    m = load_f16(b + 2) * float(mn);
+    const uint8_t* p = b + 48 + ((e >> 6) << 5) + (e & 31);
     const uint8_t* h = b + 16 + (e & 31);
     const int sh = ((e >> 5) & 1) << 2, hb = e >> 5;
-    for (int i = 0; i < kChunk; ++i) out[i] = dl * float(((q[i] >> sh) & 15) | (((h[i] >> hb) & 1) << 4)) - ml;
+    bits16(p, sh, 15, 0, q);
+    add_bits16(h, hb, 1, 4, q);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };
 
 template <> struct Codec<QFormat::q6_K> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int e;
     const uint8_t* b = block_of<QFormat::q6_K>(row, k0, e);
-    const float dl = load_f16(b + 208) * float(int8_t(b[192 + (e >> 4)]));
+    d = load_f16(b + 208) * float(int8_t(b[192 + (e >> 4)]));
+    m = 0.f;
     const int r = e & 127;
     const uint8_t* ql = b + ((e >> 7) << 6) + (r & 63);
     const uint8_t* qh = b + 128 + ((e >> 7) << 5) + (r & 31);
     const int shl = (r >> 6) << 2, shh = (r >> 5) << 1;
-    for (int i = 0; i < kChunk; ++i)
-      out[i] = dl * float((((ql[i] >> shl) & 15) | (((qh[i] >> shh) & 3) << 4)) - 32);
+    bits16(ql, shl, 15, -32, q);
+    add_bits16(qh, shh, 3, 4, q);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };
 
 template <> struct Codec<QFormat::q8_K> {
   static constexpr int kChunk = 16;
-  BRAZE_HD static void decode(const uint8_t* row, int64_t k0, float* out) {
+  static constexpr Affine kAffine = Affine::mul;
+  BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int e;
     const uint8_t* b = block_of<QFormat::q8_K>(row, k0, e);
-    const float d = load_f32(b);
-    const int8_t* q = reinterpret_cast<const int8_t*>(b + 4) + e;
-    for (int i = 0; i < kChunk; ++i) out[i] = d * float(q[i]);
+    d = load_f32(b);
+    m = 0.f;
+    for (int i = 0; i < kChunk; ++i) q[i] = int8_t(b[4 + e + i]);
   }
   BRAZE_HD static void encode(const float* x, uint8_t* b);
 };

@@ -107,6 +107,8 @@ def _impls(spec, backend, peer_filter):
     have_torch = _importable("torch")
     if backend == "cpu":
         impls.append(("numpy", lambda a, k: spec.reference(*a, **k)))
+        for peer, pfn in _peers.cpu_ops(spec):
+            impls.append((peer, lambda a, k, _f=pfn: _f(*a, **k)))
         if have_torch:
             impls.append(("torch", _torch_on_cpu(_peers.torch_op(spec))))
     elif backend == "cuda" and have_torch:

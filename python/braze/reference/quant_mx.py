@@ -89,7 +89,7 @@ def pack_codes(codes, bits):
     n, k = codes.shape
     shifts = np.arange(bits, dtype=np.uint8)
     stream = ((codes[..., None] >> shifts) & 1).reshape(n, k * bits)
-    return np.packbits(stream.reshape(n, -1, 8), axis=-1, bitorder="little").reshape(n, k * bits // 8)
+    return np.packbits(stream.reshape(n, k * bits // 8, 8), axis=-1, bitorder="little").reshape(n, k * bits // 8)
 
 
 def unpack_codes(data, bits, k):
@@ -297,7 +297,7 @@ def affine_dequantize(data, scales, biases, bits, group_size, k):
     n = q.shape[0]
     s = np.asarray(scales, dtype=np.float32)[..., None]
     b = np.asarray(biases, dtype=np.float32)[..., None]
-    return (s * q.reshape(n, -1, group_size) + b).reshape(n, k)
+    return (s * q.reshape(n, k // group_size, group_size) + b).reshape(n, k)
 
 
 # ---------------------------------------------------------------- activations

@@ -5,8 +5,8 @@ served by the native ``dequantize`` / ``quantize`` entry points.
 Shapes are the weight's ``[N, K]``. Inputs of dequantize are random GGUF blocks
 whose float16 scale fields hold sane values (random bytes elsewhere: every bit
 pattern of the other fields is a valid block). Bench shapes are real weight
-matrices: Llama-3-8B's 4096 x 14336 and 14336 x 4096 projections, and square
-4096 x 4096 attention projections.
+matrices of Llama-3-8B: 1024 x 4096 (k / v projections), 4096 x 4096 (q / o),
+4096 x 14336 and 14336 x 4096 (MLP).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ..reference import quant as ref
 from ._inputs import itemsize, numel, rows
 
 EXACT = {"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)}
-BENCH = {"decode": [(4096, 4096)], "prefill": [(4096, 14336), (14336, 4096)]}
+BENCH = {"decode": [(1024, 4096)], "prefill": [(4096, 4096), (4096, 14336), (14336, 4096)]}
 
 
 @dataclass(frozen=True)
