@@ -9,6 +9,7 @@
 #include "executor.h"
 #include "plans/norm.h"
 #include "plans/ops.h"
+#include "plans/quant.h"
 #include "plans/rope.h"
 #include "plans/sampling.h"
 
@@ -45,5 +46,8 @@ NB_MODULE(_metal, m) {
                           launcher<sampling::PhiloxArgs, metal::plan_philox>()});
   bind::bind_ops(m, {launcher<ops::ActArgs, metal::plan_act>(), launcher<ops::EmbeddingArgs, metal::plan_embedding>(),
                      launcher<ops::HadamardArgs, metal::plan_hadamard>()});
+  bind::bind_quant(m, {launcher<quant::DequantArgs, metal::plan_dequantize>(),
+                       launcher<quant::QuantArgs, metal::plan_quantize>()});
+  bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, metal::plan_quantize_activations>());
   m.def("library_path", &metal::library_path, "Where braze.metallib was loaded from.");
 }

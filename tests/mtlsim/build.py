@@ -104,7 +104,8 @@ def build_metal_module() -> Path:
     host = ([HERE / "executor_sim.cpp", csrc / "metal" / "module.cpp"]
             + sorted((csrc / "metal" / "plans").glob("*.cpp")) + sorted((csrc / "core").glob("*.cpp"))
             + sorted(p for p in (csrc / "bindings").glob("*.cpp") if not p.name.startswith("module_")))
-    extra = [p for d in (csrc / "core", csrc / "bindings") for p in sorted(d.glob("*.h"))] + [csrc / "metal" / "executor.h"]
+    extra = ([p for d in (csrc / "core", csrc / "bindings") for p in sorted(d.glob("*.h"))]
+             + sorted((csrc / "core").glob("*/*.h")) + [csrc / "metal" / "executor.h"])  # core/quant/ codecs too
     incs, _, _ = _nanobind()
     name = "_metal" + sysconfig.get_config_var("EXT_SUFFIX")
     return build("metal_module", shaders, host, extra_inputs=extra,

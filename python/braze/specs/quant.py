@@ -20,7 +20,7 @@ from ..reference import quant as ref
 from ._inputs import itemsize, numel, rows
 
 EXACT = {"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)}
-BACKENDS = ("cpu", "cuda")
+BACKENDS = ("cpu", "cuda", "metal")
 BENCH = {"decode": [(1024, 4096)], "prefill": [(4096, 4096), (4096, 14336), (14336, 4096)]}
 
 

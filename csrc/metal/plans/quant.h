@@ -1,0 +1,20 @@
+// Launch plans of the quant family (shaders/metal/quant/), from the Args that
+// braze::quant::prepare_* validated (csrc/core/quant.cpp, quant_mx.cpp).
+#pragma once
+#include "core/quant.h"
+#include "core/quant_mx.h"
+#include "plan.h"
+
+namespace braze::metal {
+
+// Plan::error is set (and nothing planned) for what no kernel handles: sizes
+// or strides past 32 bits, and quantize of the formats not ported to Metal
+// (K-quants, i-quants, GGUF's fp4 blocks).
+Plan plan_dequantize(const quant::DequantArgs& a);
+Plan plan_quantize(const quant::QuantArgs& a);
+Plan plan_quantize_activations(const quant::ActQuantArgs& a);
+
+// Whether Metal quantizes format f (the formats of plan_quantize).
+bool metal_quantizes(quant::QFormat f);
+
+}  // namespace braze::metal
