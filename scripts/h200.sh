@@ -8,8 +8,9 @@
 # array-api-compat). A braze wheel among them (built elsewhere for that
 # machine's Python with -DBRAZE_CUDA_ARCHS=90) is used as is; otherwise braze
 # is built here for sm_90. Environment knobs: TESTS (pytest paths or -k
-# expression, default all of tests/ with -m cuda), BENCH ("family:op ..."
-# pairs, default every op below), SKIP_TESTS=1.
+# expression, default all of tests/ with -m cuda), PYTEST_TIMEOUT (seconds,
+# default 240), BENCH ("family:op ..." pairs, default every op below),
+# BENCH_TIMEOUT (seconds per op, default 150), SKIP_TESTS=1, PY_OVERLAY=1.
 set -uo pipefail
 out=$(realpath -m "${1:-gpu-out}")
 mkdir -p "$out"
@@ -17,6 +18,8 @@ repo=$PWD
 export PYTHONPATH=/tmp/site
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  # PY_OVERLAY=1: a carried braze wheel whose native modules are current gets this tree's Python files
+  [ "${PY_OVERLAY:-0}" = 1 ] && ls .whl/braze-*.whl >/dev/null 2>&1 && cp -r python/braze/. /tmp/site/braze/
 fi
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 if ! ls .whl/braze-*.whl >/dev/null 2>&1; then
@@ -32,7 +35,7 @@ cd /tmp  # import the installed package, not the source tree
 python3 -m braze info || exit 1
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$(date +%s)
-  timeout 240 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider ${TESTS:-$repo/tests} > "$out/pytest_cuda.log" 2>&1
+  timeout ${PYTEST_TIMEOUT:-240} python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider ${TESTS:-$repo/tests} > "$out/pytest_cuda.log" 2>&1
   echo "pytest -m cuda: rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$out/pytest_cuda.log")"
   grep -E "^FAILED|^ERROR" "$out/pytest_cuda.log" | head -20
 fi
@@ -46,9 +49,9 @@ for fo in ${BENCH:-$default}; do
   case $op in
     rms_norm|add_rms_norm|rope_qk|softmax) ;;  # every peer
     sample) peers=(--peers torch) ;;
-    *) peers=(--peers torch,liger) ;;
+    *) [ "$fam" = attention ] || [ "$fam" = quant ] || peers=(--peers torch,liger) ;;
   esac
-  timeout 150 python3 -m braze bench --backend cuda --full --no-progress --json "$out/part_$(printf %02d $i).json" \
+  timeout ${BENCH_TIMEOUT:-150} python3 -m braze bench --backend cuda --full --no-progress --json "$out/part_$(printf %02d $i).json" \
     --family "$fam" --op "$op" "${peers[@]}" >> "$out/bench_cuda.txt" 2>&1 || echo "bench $fo failed: $?"
 done
 python3 - "$out" <<'PY'

@@ -198,7 +198,9 @@ GRAD_CASES = {
     "gelu_and_mul_tanh": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.gelu_and_mul,
                           rops.gelu_and_mul, {"approximate": "tanh"}),
     "swiglu_clamped": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 4,), ()), braze.ops.swiglu_clamped,
-                       rops.swiglu_clamped, {"limit": 3.0}),
+                       # a limit no bfloat16 input equals: at the kink any subgradient is right (torch's
+                       # minimum splits a tie, clamp passes it, braze drops it)
+                       rops.swiglu_clamped, {"limit": 3.05}),
     "silu": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.silu, rops.silu, {}),
     "gelu": (lambda dt, dev: ((torch.randn(4, 64, dtype=dt) * 2,), ()), braze.ops.gelu, rops.gelu, {}),
 }

@@ -43,6 +43,8 @@ class OpSpec:
     # broadcast (stride-0) rows, data off a 16-byte boundary
     layouts: tuple = ("contiguous", "strided", "broadcast", "misaligned")
     vjp: str | None = None        # name of the op's VJP op, for training ops
+    # the reference is numpy code: the bench computes its oracle on the host, not on the GPU
+    host_reference: bool = False
     doc: str = ""
 
     def tolerance(self, dtype):

@@ -156,12 +156,13 @@ def _importable(name):
     return importlib.util.find_spec(name) is not None
 
 
-def _f64(a, backend):
-    """The float64 oracle's inputs, on the device that computes the oracle fastest."""
+def _f64(a, backend, host=False):
+    """The float64 oracle's inputs, on the device that computes the oracle fastest
+    (the host for a numpy-only reference)."""
     if not isinstance(a, np.ndarray):
         return a
     a64 = testing.to_numpy64(a)
-    if backend == "cuda":
+    if backend == "cuda" and not host:
         import torch
 
         return torch.from_numpy(a64).cuda()
@@ -230,7 +231,7 @@ def run(family=None, op=None, backend="cpu", dtype=None, full=False, json_path=N
         nsets = int(min(4, max(1, math.ceil(ROTATE_BYTES.get(backend, 0) / max(nbytes, 1)))))
         host = [spec.make_inputs(shape, dt, rng, dict(case), False) for _ in range(nsets)]
         sets = [testing.convert_inputs(a, k, backend) for a, k in host]
-        ref = spec.reference(*[_f64(a, backend) for a in host[0][0]], **host[0][1])
+        ref = spec.reference(*[_f64(a, backend, spec.host_reference) for a in host[0][0]], **host[0][1])
         ceiling = ceil.measure()
         for name, impl in _impls(spec, backend, peers):
             try:

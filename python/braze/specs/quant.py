@@ -29,6 +29,7 @@ class QuantSpec(OpSpec):
     """An OpSpec whose native entry point serves many formats (the format is an argument)."""
 
     native: str = "dequantize"
+    host_reference: bool = True
 
     @property
     def kernel(self):
