@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+from array_api_compat import device as _device
+
 from ._common import compute_dtype, namespace, upcast
 
 
@@ -33,16 +35,17 @@ def _attend(xp, q, k, v, qpos, causal, window, scale, sinks, softcap, dt):
     s = xp.matmul(qh, kh) * scale                                                    # [Hkv, G, n, L]
     if softcap is not None:
         s = softcap * xp.tanh(s / softcap)
-    kpos = xp.arange(length)[None, :]
-    qp = xp.asarray(qpos)[:, None]
+    dev = _device(q)  # every array made here sits beside the inputs (a GPU oracle)
+    kpos = xp.arange(length, device=dev)[None, :]
+    qp = xp.asarray(qpos, device=dev)[:, None]
     keep = kpos < length  # all True, shaped [1, L]
     if causal:
         keep = keep & (kpos <= qp)
     if window is not None:
         keep = keep & (kpos > qp - window)
     keep = xp.broadcast_to(keep, (n, length)) if n else keep[:0]
-    s = xp.where(keep, s, xp.asarray(-math.inf, dtype=dt))
-    m = xp.max(s, axis=-1, keepdims=True) if length else xp.full((hkv, g, n, 1), -math.inf, dtype=dt)
+    s = xp.where(keep, s, xp.asarray(-math.inf, dtype=dt, device=dev))
+    m = xp.max(s, axis=-1, keepdims=True) if length else xp.full((hkv, g, n, 1), -math.inf, dtype=dt, device=dev)
     if sinks is not None:
         sk = xp.reshape(upcast(xp, sinks, dt), (hkv, g, 1, 1))
         m = xp.maximum(m, sk)
@@ -63,7 +66,7 @@ def _gather(xp, cache, table_row, length):
     """The first `length` tokens of a sequence's paged cache: [length, Hkv, D]."""
     bs = cache.shape[1]
     nblocks = (length + bs - 1) // bs
-    ids = xp.asarray(table_row[:nblocks], dtype=xp.int64)
+    ids = xp.asarray(table_row[:nblocks], dtype=xp.int64, device=_device(cache))
     blocks = xp.take(cache, ids, axis=0)
     return xp.reshape(blocks, (nblocks * bs,) + tuple(cache.shape[2:]))[:length]
 
@@ -77,8 +80,8 @@ def _check_opts(q, window, softcap):
 
 def _finish(xp, q, outs, lses, shape, return_lse, dt):
     n, hq, d = shape
-    out = xp.concat(outs, axis=0) if outs else xp.zeros((n, hq, d), dtype=dt)
-    lse = xp.concat(lses, axis=0) if lses else xp.zeros((n, hq), dtype=dt)
+    out = xp.concat(outs, axis=0) if outs else xp.zeros((n, hq, d), dtype=dt, device=_device(q))
+    lse = xp.concat(lses, axis=0) if lses else xp.zeros((n, hq), dtype=dt, device=_device(q))
     out = xp.astype(out, q.dtype)
     if not return_lse:
         return out
@@ -95,7 +98,7 @@ def append_kv(k, v, k_cache, v_cache, slot_mapping):
     nb, bs, h, d = k_cache.shape
     cap = nb * bs
     slots = xp.asarray(slot_mapping, dtype=xp.int64)
-    match = slots[None, :] == xp.arange(cap, dtype=xp.int64)[:, None]  # [cap, T]
+    match = slots[None, :] == xp.arange(cap, dtype=xp.int64, device=_device(k_cache))[:, None]  # [cap, T]
     res = []
     for new, cache in ((k, k_cache), (v, v_cache)):
         flat = xp.reshape(cache, (cap, h, d))
