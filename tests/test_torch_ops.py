@@ -424,3 +424,26 @@ def test_attention_out_slots_and_lse():
         bt.call("decode", q, kc, vc, table, kv_lens, window=0)
     with pytest.raises(ValueError, match="format"):
         bt.call("dequantize", qw.data, "q9_9")
+
+
+def test_shapes_only_fake_leaves_other_threads_their_kernels():
+    """The fakes of host-reference ops no-op the kernels of their own thread only, and restore the table."""
+    import threading
+
+    from braze import _call
+
+    q = torch.randn(2, 4, 64)
+    k = torch.randn(5, 2, 64)
+    cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+    qq = torch.randn(5, 4, 64)
+    want = braze.attention.prefill(qq, k, k, cu)
+    real = _call._kernels
+    got = []
+    with bt._shapes_only():
+        y = braze.attention.merge_states(q, torch.zeros(2, 4), q, torch.zeros(2, 4))[0]  # no-op kernel: shapes only
+        assert y.shape == q.shape
+        t = threading.Thread(target=lambda: got.append(braze.attention.prefill(qq, k, k, cu)))
+        t.start()
+        t.join()
+    assert _call._kernels is real
+    torch.testing.assert_close(got[0], want, rtol=0, atol=0)
