@@ -44,6 +44,13 @@ def main():
     k = torch.randn(1, 8, 128, device=dev, dtype=bf)
     pos = torch.tensor([100], device=dev, dtype=torch.int32)
     g = torch.randn(1, 2 * 14336, device=dev, dtype=bf)
+    # decode: B1, Llama-3-8B heads, 256 cached tokens (short, so the overhead is not lost in the kernel)
+    qd = torch.randn(1, 32, 128, device=dev, dtype=bf)
+    kc = torch.randn(16, 16, 8, 128, device=dev, dtype=bf)
+    vc = torch.randn(16, 16, 8, 128, device=dev, dtype=bf)
+    table = torch.arange(16, device=dev, dtype=torch.int32).view(1, 16)
+    lens = torch.tensor([256], device=dev, dtype=torch.int32)
+    qw = braze.quant.quantize(torch.randn(16, 4096, device=dev, dtype=bf), "q4_0")
     ops = torch.ops.braze
     cases = [
         ("rms_norm 1x8192 bf16", lambda: braze.norm.rms_norm(x, w, eps=1e-6),
@@ -53,6 +60,11 @@ def main():
          lambda: bt.call("rope_qk", q, k, pos)),
         ("silu_and_mul 1x28672 bf16", lambda: braze.ops.silu_and_mul(g),
          lambda: ops.silu_and_mul(g, False), lambda: bt.call("silu_and_mul", g)),
+        ("decode B1 32/8x128 L256 bf16", lambda: braze.attention.decode(qd, kc, vc, table, lens),
+         lambda: ops.decode(qd, kc, vc, table, lens), lambda: bt.call("decode", qd, kc, vc, table, lens)),
+        ("dequantize q4_0 16x4096", lambda: braze.quant.dequantize(qw, dtype="bfloat16"),
+         lambda: ops.dequantize(qw.data, "q4_0", k=4096, dtype="bfloat16"),
+         lambda: bt.call("dequantize", qw.data, "q4_0", k=4096, dtype="bfloat16")),
     ]
     print(f"{'op':<28} {'plain us':>9} {'torch.ops us':>13} {'+over':>7} {'call() us':>10} {'+over':>7}")
     for name, plain, op, via in cases:

@@ -19,6 +19,23 @@ become two schema arguments, ``name`` and ``name_rows``; ``seed`` / ``offset``
 returns as None (``dweight`` without ``weight``) comes back from the op as an
 empty tensor of NONE_SHAPE, which ``call`` turns back into None.
 
+Families whose specs need more than a signature (docs/torch.md, "Attention and
+quant"), each derived from the registry rather than listed:
+
+- a ``Union[Array, Tuple[...]]`` return (attention's ``return_lse``): the op
+  always returns the tuple, the optional outputs as NONE_SHAPE when its
+  ``return_*`` flag is off;
+- an op whose spec's ``out_kwargs`` names ordinary parameters (``append_kv``:
+  ``k_cache``, ``v_cache``) writes those in place: they are ``Tensor(a!)``, the
+  op returns nothing and has no ``_out`` form;
+- specs that share a native entry point (``QuantSpec.native``: one spec per
+  quant format) are served by one op named after it, whose signature is
+  ``_torch_quant.ENTRIES``'s; the format is a ``str`` argument.
+
+Fake implementations of ops whose reference is host (numpy) code
+(``spec.host_reference``) run the public function's kernel path with every
+kernel a no-op (``_shapes_only``): the very allocations the kernels write.
+
 Eager calls of ``braze.norm.rms_norm(x)`` do NOT go through the dispatcher (it
 costs microseconds a decode step cannot spare); under ``torch.compile`` Dynamo
 substitutes ``call`` for the public function, which does. For autograd in eager
@@ -26,21 +43,25 @@ use ``braze.integrations.torch.call("rms_norm", ...)`` or ``torch.ops.braze.*``.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import inspect
 import numbers
+import threading
 from dataclasses import dataclass
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
-from .. import _spec
+from .. import _arrays, _call, _spec
 from ..testing import force_reference
-from . import _torch_grads
+from . import _torch_grads, _torch_quant
 
 NS = "braze"
 NONE_SHAPE = (0,) * 8  # no real output of a braze op has eight axes
 _U64 = ("seed", "offset")
 _SCALAR = {"float": "float", "int": "int", "bool": "bool", "str": "str",
-           "Optional[int]": "int?", "Optional[float]": "float?"}
+           "Optional[int]": "int?", "Optional[float]": "float?", "Optional[str]": "str?"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +83,8 @@ class OpDesc:
     slot_names: tuple  # the out op's names of the out slots
     schema: str
     out_schema: str
+    inplace: tuple = ()   # parameters written in place (the op returns nothing)
+    flag: str = ""        # a Union return: the bool parameter that asks for the tuple
 
 
 def _ann(a):
@@ -101,11 +124,14 @@ def _default(v):
     return repr(v)
 
 
-def _schema_args(params):
+def _schema_args(params, inplace=()):
     # every schema argument positional: the dispatcher then hands the Python
     # kernels one flat tuple in schema order
-    parts = []
+    parts, letters = [], iter("abcdefgh")
     for p in params:
+        if p.name in inplace:
+            parts.append(f"Tensor({next(letters)}!) {p.name}")
+            continue
         d = "" if p.default is inspect.Parameter.empty else "=" + _default(p.default)
         if p.kind in ("row_float", "row_int"):
             t = "float" if p.kind == "row_float" else "int"
@@ -118,6 +144,16 @@ def _schema_args(params):
     return parts
 
 
+def _inplace(spec, params, returns):
+    """The parameters the op writes in place: those its spec's out_kwargs hands
+    the outputs to (append_kv: its outputs ARE k_cache and v_cache)."""
+    try:
+        names = spec.out_kwargs(tuple(range(returns)) if returns > 1 else 0)
+    except Exception:  # an out_kwargs that needs real arrays names out slots only
+        return ()
+    return tuple(p.name for p in params if p.name in names and p.kind == "tensor")
+
+
 def describe(spec):
     """The torch description of one registry op (raises TypeError where a
     parameter or the return type has no torch mapping)."""
@@ -126,15 +162,25 @@ def describe(spec):
     params = tuple(p for p in allp if p.kind != "out")
     outs = tuple(p for p in allp if p.kind == "out")
     ret = _ann(sig.return_annotation)
+    flag = ""
+    if ret.startswith("Union[Array, Tuple[") and ret.endswith("]]"):  # out, or (out, extras) when asked
+        flags = [p.name for p in params if p.kind == "bool" and p.name.startswith("return_")]
+        if len(flags) != 1:
+            raise TypeError(f"{spec.name}: a Union return needs one bool return_* parameter, got {flags}")
+        flag, ret = flags[0], ret[len("Union[Array, "):-1]
     returns = ret.count("Array")
     if returns == 0 or not (ret == "Array" or ret.startswith("Tuple[")):
         raise TypeError(f"{spec.name}: cannot map return annotation {ret!r} to torch")
-    args = _schema_args(params)
+    inplace = _inplace(spec, params, returns)
+    if inplace and (outs or len(inplace) != returns):
+        raise TypeError(f"{spec.name}: in-place parameters {inplace} must be all its outputs, with no out=")
+    args = _schema_args(params, inplace)
     slot_names = tuple(f"{o.name}{i if o.slots > 1 else ''}" for o in outs for i in range(o.slots))
-    rt = "Tensor" if returns == 1 else "(" + ", ".join(["Tensor"] * returns) + ")"
+    rt = "()" if inplace else "Tensor" if returns == 1 else "(" + ", ".join(["Tensor"] * returns) + ")"
     # the out slots first: they have no default, and custom ops take no keyword-only tensors
     out_args = [f"Tensor({letter}!) {n}" for letter, n in zip("abcdefgh", slot_names)] + list(args)
-    return OpDesc(spec, params, outs, returns, frozenset(p.name for p in allp), slot_names, f"({', '.join(args)}) -> {rt}", f"({', '.join(out_args)}) -> ()")
+    return OpDesc(spec, params, outs, returns, frozenset(p.name for p in allp), slot_names,
+                  f"({', '.join(args)}) -> {rt}", f"({', '.join(out_args)}) -> ()", inplace, flag)
 
 
 # ---------------------------------------------------------------- argument encoding
@@ -210,6 +256,7 @@ def _out_kwargs(d, slots):
 def _as_outputs(d, res, args, like):
     """A public result -> the op's tuple of fresh tensors (None -> NONE_SHAPE)."""
     res = res if isinstance(res, tuple) else (res,)
+    res = res + (None,) * (d.returns - len(res))  # a Union return's single form
     ins = [a for a in args if isinstance(a, torch.Tensor)]
     outs = []
     for r in res:
@@ -230,8 +277,65 @@ def _like(vals):
     return torch.empty(0)
 
 
+# ---------------------------------------------------------------- fake (shapes only)
+def _noop_kernel(*args, **kwargs):
+    return None
+
+
+class _ShapeKernels(dict):
+    """The kernel table while a thread computes shapes: in that thread every
+    kernel is a no-op (the public function still checks its arguments and
+    allocates its outputs); other threads keep the real table."""
+
+    def __init__(self, real):
+        super().__init__()
+        self.real, self.threads = real, {}
+
+    def __getitem__(self, key):
+        if threading.get_ident() in self.threads:
+            return _noop_kernel
+        return self.real[key]
+
+    def __setitem__(self, key, value):
+        if threading.get_ident() not in self.threads:
+            self.real[key] = value
+
+
+class _FakeTorch(_arrays.Torch):
+    """Fake tensors have no data: a (no-op) kernel gets the tensor itself, not a DLPack capsule."""
+
+    @staticmethod
+    def native(a):
+        return a
+
+
+# A fake tensor never reaches a real kernel as a capsule of a meaningless pointer.
+_arrays._by_type[FakeTensor] = _FakeTorch
+_shape_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _shapes_only():
+    tid = threading.get_ident()
+    with _shape_lock:
+        table = _call._kernels
+        if not isinstance(table, _ShapeKernels):
+            table = _call._kernels = _ShapeKernels(table)
+        table.threads[tid] = table.threads.get(tid, 0) + 1
+    try:
+        yield
+    finally:
+        with _shape_lock:
+            table.threads[tid] -= 1
+            if not table.threads[tid]:
+                del table.threads[tid]
+            if not table.threads and _call._kernels is table:
+                _call._kernels = table.real
+
+
 # ---------------------------------------------------------------- registration
 OPS: dict[str, OpDesc] = {}
+SHARED: dict[str, str] = {}  # registry op -> the op serving it (one quant op for every format)
 _LIB = torch.library.Library(NS, "DEF")
 
 
@@ -240,18 +344,21 @@ def _register(spec):
     qual = f"{NS}::{spec.name}"
 
     names = _names(d)
+    # a host (numpy) reference cannot run on fake tensors: the kernel path computes the shapes
+    shapes = _shapes_only if spec.host_reference else force_reference
 
     def impl(*vals, **kw):
         vals = _flat(names, vals, kw)
         args, kwargs = _decode(d, vals)
-        return _as_outputs(d, spec.fn(*args, **kwargs), vals, _like(vals))
+        res = spec.fn(*args, **kwargs)
+        return None if d.inplace else _as_outputs(d, res, vals, _like(vals))
 
     def fake(*vals, **kw):
         vals = _flat(names, vals, kw)
         args, kwargs = _decode(d, _scalar_rows(names, vals))
-        with force_reference():
+        with shapes():
             res = spec.fn(*args, **kwargs)
-        return _as_outputs(d, res, vals, _like(vals))
+        return None if d.inplace else _as_outputs(d, res, vals, _like(vals))
 
     # Library.impl rather than torch.library.custom_op: one Python layer less
     # per call on the dispatcher path (measured in docs/torch.md)
@@ -260,19 +367,19 @@ def _register(spec):
     torch.library.register_fake(qual, fake, lib=_LIB)
     _torch_grads.register(qual, d)
 
-    out_names = [(n, None) for n in d.slot_names] + names
+    if d.outs:
+        out_names = [(n, None) for n in d.slot_names] + names
 
-    def impl_out(*vals, **kw):
-        vals = _flat(out_names, vals, kw)
-        n = len(d.slot_names)
-        args, kwargs = _decode(d, vals[n:])
-        spec.fn(*args, **kwargs, **_out_kwargs(d, vals[:n]))
+        def impl_out(*vals, **kw):
+            vals = _flat(out_names, vals, kw)
+            n = len(d.slot_names)
+            args, kwargs = _decode(d, vals[n:])
+            spec.fn(*args, **kwargs, **_out_kwargs(d, vals[:n]))
 
-    _LIB.define(spec.name + "_out" + d.out_schema)
-    _LIB.impl(spec.name + "_out", impl_out, "CompositeExplicitAutograd")
-    torch.library.register_fake(qual + "_out", lambda *vals, **kw: None, lib=_LIB)
+        _LIB.define(spec.name + "_out" + d.out_schema)
+        _LIB.impl(spec.name + "_out", impl_out, "CompositeExplicitAutograd")
+        torch.library.register_fake(qual + "_out", lambda *vals, **kw: None, lib=_LIB)
     OPS[spec.name] = d
-    torch.compiler.substitute_in_graph(spec.fn, skip_signature_check=True)(_traceable(spec.name))
     return d
 
 
@@ -327,19 +434,30 @@ def call(name, *args, **kwargs):
     torch.compile traces, and the form that autograd differentiates."""
     d = OPS[name]
     bound = _bind(d, args, kwargs)
-    vals = _encode(d, bound)
     slots = []
     for o in d.outs:
         v = bound.get(o.name)
         slots += [None] * o.slots if v is None else ([v] if o.slots == 1 else list(v))
-    if any(s is not None for s in slots) and all(s is not None for s in slots):
+    whole = True
+    if d.flag:  # the public function returns the tuple when asked, or when a later output's slot is given
+        whole = bound.get(d.flag, False) is True or any(s is not None for s in slots[1:])
+        if whole:
+            bound[d.flag] = True
+    vals = _encode(d, bound)
+    if d.inplace:
+        getattr(torch.ops.braze, name)(*vals)
+        res = tuple(bound[n] for n in d.inplace)
+        return res[0] if len(res) == 1 else res
+    if slots and all(s is not None for s in slots):
         getattr(torch.ops.braze, name + "_out")(*slots, *vals)
-        return slots[0] if len(slots) == 1 else tuple(slots)
+        return (slots[0] if len(slots) == 1 else tuple(slots)) if whole else slots[0]
     res = getattr(torch.ops.braze, name)(*vals)
     res = res if isinstance(res, tuple) else (res,)
     res = tuple(None if r.shape == NONE_SHAPE else r for r in res)
     if any(s is not None for s in slots):  # some out slots given: write those
         res = tuple(r if s is None or r is None else s.copy_(r) for r, s in zip(res, slots))
+    if not whole:
+        return res[0]
     return res[0] if d.returns == 1 else res
 
 
@@ -353,17 +471,42 @@ def _traceable(name):
 UNMAPPED: dict[str, str] = {}  # op -> why it has no torch op (tests fail on any)
 
 
+def _register_spec(spec):
+    if spec.kernel == spec.name:
+        _register(spec)
+        torch.compiler.substitute_in_graph(spec.fn, skip_signature_check=True)(_traceable(spec.name))
+        return
+    # one native entry point serving many registry specs (a quant format each): one op for all
+    shared = spec.kernel
+    if shared not in OPS:
+        entry = _torch_quant.ENTRIES.get(shared)
+        if entry is None:
+            raise TypeError(f"{spec.name}: no torch op for its native entry point {shared!r}")
+        _register(dataclasses.replace(spec, name=shared, fn=entry, out_kwargs=lambda r: {"out": r}))
+    SHARED[spec.name] = shared
+
+
+def op_name(spec):
+    """The torch op (``torch.ops.braze.<name>``) that serves a registry spec."""
+    return SHARED.get(spec.name, spec.name)
+
+
 def register_all():
     """Registers every op of the registry not yet registered; returns OPS. An op
     whose signature has no torch mapping lands in UNMAPPED instead of failing
     the import, so the other ops stay usable."""
     for spec in _spec.ops():
-        if spec.name not in OPS and spec.name not in UNMAPPED:
+        if spec.name not in OPS and spec.name not in SHARED and spec.name not in UNMAPPED:
             try:
-                _register(spec)
+                _register_spec(spec)
             except TypeError as e:
                 UNMAPPED[spec.name] = str(e)
+    if not _substituted:
+        _substituted.append(True)
+        for public, traced in _torch_quant.substitutes(call).items():
+            torch.compiler.substitute_in_graph(public, skip_signature_check=True)(traced)
     return OPS
 
 
+_substituted = []
 register_all()
