@@ -45,6 +45,9 @@ class OpSpec:
     vjp: str | None = None        # name of the op's VJP op, for training ops
     # the reference is numpy code: the bench computes its oracle on the host, not on the GPU
     host_reference: bool = False
+    # the reference reads the values of index arrays (lengths, block tables) on the host, so it
+    # cannot run on shapes alone (torch fake tensors): framework fakes take the kernel path
+    reference_reads_values: bool = False
     doc: str = ""
 
     def tolerance(self, dtype):

@@ -33,8 +33,9 @@ quant"), each derived from the registry rather than listed:
   ``_torch_quant.ENTRIES``'s; the format is a ``str`` argument.
 
 Fake implementations of ops whose reference is host (numpy) code
-(``spec.host_reference``) run the public function's kernel path with every
-kernel a no-op (``_shapes_only``): the very allocations the kernels write.
+(``spec.host_reference``) or reads index values such as sequence lengths
+(``spec.reference_reads_values``) run the public function's kernel path with
+every kernel a no-op (``_shapes_only``): the very allocations the kernels write.
 
 Eager calls of ``braze.norm.rms_norm(x)`` do NOT go through the dispatcher (it
 costs microseconds a decode step cannot spare); under ``torch.compile`` Dynamo
@@ -345,7 +346,7 @@ def _register(spec):
 
     names = _names(d)
     # a host (numpy) reference cannot run on fake tensors: the kernel path computes the shapes
-    shapes = _shapes_only if spec.host_reference else force_reference
+    shapes = _shapes_only if spec.host_reference or spec.reference_reads_values else force_reference
 
     def impl(*vals, **kw):
         vals = _flat(names, vals, kw)

@@ -102,7 +102,7 @@ def _append_cost(shape, dtype, case):
 
 
 register(OpSpec(
-    family="attention", name="append_kv", fn=attention.append_kv, reference=ref.append_kv,
+    family="attention", name="append_kv", fn=attention.append_kv, reference=ref.append_kv, reference_reads_values=True,
     make_inputs=_append_inputs, out_kwargs=_cache_kwargs, cost=_append_cost,
     backends=BACKENDS, tol=dict(EXACT), cases=({}, {"slots": "int64"}),
     shapes=((40, 2, 64, 4, 8), (20, 8, 128, 2, 10), (70, 1, 96, 3, 16)),
@@ -126,7 +126,7 @@ def _decode_cost(shape, dtype, case):
 
 
 register(OpSpec(
-    family="attention", name="decode", fn=attention.decode, reference=ref.decode,
+    family="attention", name="decode", fn=attention.decode, reference=ref.decode, reference_reads_values=True,
     make_inputs=_decode_inputs, out_kwargs=_out_kwargs, cost=_decode_cost, backends=BACKENDS, tol=dict(TOL),
     cases=OPTION_CASES,
     shapes=((4, 37, 8, 2, 64, 16), (3, 300, 4, 4, 128, 16), (5, 1100, 8, 1, 128, 32), (2, 50, 6, 3, 96, 7)),
@@ -157,7 +157,7 @@ def _prefill_cost(shape, dtype, case):
 
 
 register(OpSpec(
-    family="attention", name="prefill", fn=attention.prefill, reference=ref.prefill,
+    family="attention", name="prefill", fn=attention.prefill, reference=ref.prefill, reference_reads_values=True,
     make_inputs=_prefill_inputs, out_kwargs=_out_kwargs, cost=_prefill_cost, backends=BACKENDS, tol=dict(TOL),
     cases=OPTION_CASES + ({"causal": False}, {"causal": False, "window": 4, "sinks": True}),
     shapes=((4, 37, 8, 2, 64), (2, 130, 4, 4, 128), (3, 70, 8, 1, 96)),
@@ -188,7 +188,7 @@ def _paged_cost(shape, dtype, case):
 
 
 register(OpSpec(
-    family="attention", name="prefill_paged", fn=attention.prefill_paged, reference=ref.prefill_paged,
+    family="attention", name="prefill_paged", fn=attention.prefill_paged, reference=ref.prefill_paged, reference_reads_values=True,
     make_inputs=_paged_inputs, out_kwargs=_out_kwargs, cost=_paged_cost, backends=BACKENDS, tol=dict(TOL),
     cases=OPTION_CASES,
     shapes=((4, 9, 40, 8, 2, 64, 16), (3, 40, 200, 4, 4, 128, 16), (2, 33, 70, 6, 3, 96, 5)),
@@ -216,7 +216,7 @@ def _merge_cost(shape, dtype, case):
 
 
 register(OpSpec(
-    family="attention", name="merge_states", fn=attention.merge_states, reference=ref.merge_states,
+    family="attention", name="merge_states", fn=attention.merge_states, reference=ref.merge_states, reference_reads_values=True,
     make_inputs=_merge_inputs, out_kwargs=lambda r: {"out": r}, cost=_merge_cost, backends=BACKENDS,
     tol=dict(TOL), shapes=((7, 4, 64), (40, 8, 128), (3, 2, 96)),
     edge_shapes=((1, 1, 64), (0, 4, 64), (5, 3, 80), (2, 2, 256), (36, 1, 192)),
