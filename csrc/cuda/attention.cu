@@ -168,8 +168,9 @@ template <class T, int D> void flash_launch(const AttendParams& p, cudaStream_t 
   const size_t smem = flash_smem_bytes<D>();
   check(cudaFuncSetAttribute(flash_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention prefill shared memory");
-  const dim3 grid(unsigned(ceil_div(p.tokens, kFlashRows)), unsigned(p.q_heads));
-  flash_kernel<T, D><<<grid, kFlashThreads, smem, s>>>(p);
+  const int64_t ctas = ceil_div(p.tokens, kFlashRows) * p.q_heads;
+  if (ctas > INT_MAX) throw ValueError("too many tokens x heads for one CUDA prefill");
+  flash_kernel<T, D><<<unsigned(ctas), kFlashThreads, smem, s>>>(p);
   check_launch("attention prefill");
 }
 
@@ -184,7 +185,7 @@ template <class T> void flash_typed(const AttendParams& p, int64_t dim, cudaStre
 
 // Runs the flash kernel and returns true where it applies.
 bool flash(DType t, const AttendParams& p, int64_t dim, cudaStream_t s) {
-  if (prefill_simt() || p.q_heads > 65535) return false;
+  if (prefill_simt()) return false;
   if (t == DType::f16 && flash_ok<__half>(p, dim)) return flash_typed<__half>(p, dim, s), true;
   if (t == DType::bf16 && flash_ok<__nv_bfloat16>(p, dim)) return flash_typed<__nv_bfloat16>(p, dim, s), true;
   return false;

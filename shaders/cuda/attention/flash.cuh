@@ -268,14 +268,16 @@ __device__ __forceinline__ void flash_rows(const AttendParams& p, const FlashRow
   }
 }
 
-// Grid: x the 64-row windows of q (the last first: under a causal mask they
-// have the most keys), y the query head.
+// Grid: x (64-row window of q, query head), the head fastest and the last
+// windows first: under a causal mask they have the most keys, and the heads of
+// one GQA group, reading the same K / V, run side by side (L2 hits).
 template <class T, int D> __global__ void __launch_bounds__(kFlashThreads) flash_kernel(const AttendParams p) {
   static_assert(D % 16 == 0 && D <= 128, "the output accumulators of 16 rows x D must fit in registers");
   extern __shared__ __align__(16) unsigned char flash_smem[];
   FlashRows f;
-  f.r0 = int(gridDim.x - 1 - blockIdx.x) * kFlashRows;
-  f.h = blockIdx.y;
+  const int windows = int(gridDim.x) / p.q_heads;
+  f.h = int(blockIdx.x) % p.q_heads;
+  f.r0 = (windows - 1 - int(blockIdx.x) / p.q_heads) * kFlashRows;
   f.kvh = f.h / p.group;
   const int64_t cap = p.max_blocks * p.block_size;
 
