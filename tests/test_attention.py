@@ -1,10 +1,11 @@
 """The attention family: registry parity (every option, ragged batches, shuffled
 block tables), torch SDPA agreement, merge exactness, the paged write and bad input."""
 import math
+import os
 
 import numpy as np
 import pytest
-from conftest import cpu_isa, parity_test
+from conftest import cpu_isa, cuda_ready, parity_test
 
 from braze import _cpu, _spec, attention, testing
 from braze.reference import attention as ref
@@ -237,3 +238,139 @@ def test_default_scale_is_inverse_sqrt_head_dim():
     q, kc, vc, table, lens = decode_args(rng, d=96)
     np.testing.assert_allclose(attention.decode(q, kc, vc, table, lens),
                                attention.decode(q, kc, vc, table, lens, scale=1 / math.sqrt(96)), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- CUDA flash prefill
+# f16 / bf16 prefill with head_dim <= 128 runs the tensor-core kernel (flash.cuh):
+# 64-row query tiles, 64-key tiles. These shapes put tile edges inside and
+# across sequences (T 1, 63, 65, 200), with empty sequences and every option.
+needs_cuda = pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")
+FLASH_DIMS = (64, 80, 96, 128)
+FLASH_CASES = ({}, {"causal": False}, {"return_lse": True}, {"window": 37}, {"sinks": True},
+               {"softcap": 5.0, "scale": 0.2}, {"causal": False, "window": 20, "return_lse": True},
+               {"sinks": True, "window": 70, "softcap": 8.0, "return_lse": True})
+FLASH_GROUPS = (1, 4, 8)
+FLASH_TOL = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
+
+
+def _np_dtype(dtype):
+    from braze._arrays import BF16
+    return BF16 if dtype == "bfloat16" else np.dtype(np.float16)
+
+
+def _host(rng, shape, dtype):
+    return rng.normal(size=shape).astype(np.float32).astype(_np_dtype(dtype))
+
+
+def _on_cuda(*arrays):
+    return tuple(testing.torch_view(a, "cuda") for a in arrays)
+
+
+def _flash_kwargs(case, hq, dtype, rng):
+    kw = {k: v for k, v in case.items() if k != "sinks"}
+    if case.get("sinks"):
+        kw["sinks"] = rng.normal(0.5, 1.0, (hq,)).astype(np.float32).astype(_np_dtype(dtype))
+    return kw
+
+
+def _check_outputs(got, want, dtype):
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for name, g, w in zip(("out", "lse"), got, want):
+        res = testing.compare(g, w, FLASH_TOL[dtype] if name == "out" else (1e-4, 1e-4), name)
+        assert res.ok, res.message
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("ci", range(len(FLASH_CASES)))
+@pytest.mark.parametrize("d", FLASH_DIMS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("lens", [(200, 0, 1, 63, 65, 128), (1,), (63,)], ids=["ragged", "t1", "t63"])
+def test_cuda_flash_prefill_matches_reference(lens, dtype, d, ci):
+    case, group, hkv = FLASH_CASES[ci], FLASH_GROUPS[ci % 3], 2
+    hq = hkv * group
+    rng = np.random.default_rng(20 + ci)
+    n = sum(lens)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    q, k, v = _host(rng, (n, hq, d), dtype), _host(rng, (n, hkv, d), dtype), _host(rng, (n, hkv, d), dtype)
+    kw = _flash_kwargs(case, hq, dtype, rng)
+    want = ref.prefill(*(x.astype(np.float64) for x in (q, k, v)), cu,
+                       **{k_: (x.astype(np.float64) if k_ == "sinks" else x) for k_, x in kw.items()})
+    kw_cuda = {k_: (testing.torch_view(x, "cuda") if k_ == "sinks" else x) for k_, x in kw.items()}
+    got = attention.prefill(*_on_cuda(q, k, v, cu), **kw_cuda)
+    _check_outputs(got, want, dtype)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("ci", range(len(FLASH_CASES)))
+@pytest.mark.parametrize("d", FLASH_DIMS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_flash_prefill_paged_matches_reference(dtype, d, ci):
+    case = {k: v for k, v in FLASH_CASES[ci].items() if k != "causal"}  # prefill_paged is causal
+    group, hkv = FLASH_GROUPS[ci % 3], 2
+    hq = hkv * group
+    rng = np.random.default_rng(40 + ci)
+    kv_lens = [300, 5, 1, 70, 0, 129]
+    new = [200, 5, 1, 3, 0, 65]  # 200 of 300: a prefix of cached keys before the queries
+    kc, vc, table, lens = paged(rng, kv_lens, hkv, d, 16, np.float32)
+    kc, vc = kc.astype(_np_dtype(dtype)), vc.astype(_np_dtype(dtype))
+    cu = np.concatenate([[0], np.cumsum(new)]).astype(np.int32)
+    q = _host(rng, (int(cu[-1]), hq, d), dtype)
+    kw = _flash_kwargs(case, hq, dtype, rng)
+    want = ref.prefill_paged(q.astype(np.float64), kc.astype(np.float64), vc.astype(np.float64), table, cu, lens,
+                             **{k_: (x.astype(np.float64) if k_ == "sinks" else x) for k_, x in kw.items()})
+    kw_cuda = {k_: (testing.torch_view(x, "cuda") if k_ == "sinks" else x) for k_, x in kw.items()}
+    got = attention.prefill_paged(*_on_cuda(q, kc, vc, table, cu, lens), **kw_cuda)
+    _check_outputs(got, want, dtype)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_flash_prefill_matches_torch_sdpa(dtype):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(60)
+    t, hq, hkv, d = 1000, 8, 2, 128
+    q, k, v = _on_cuda(_host(rng, (t, hq, d), dtype), _host(rng, (t, hkv, d), dtype), _host(rng, (t, hkv, d), dtype))
+    got = attention.prefill(q, k, v, torch.tensor([0, t], dtype=torch.int32, device="cuda"))
+    want = F.scaled_dot_product_attention(*(x.transpose(0, 1)[None] for x in (q, k, v)), is_causal=True,
+                                          enable_gqa=True)[0].transpose(0, 1)
+    res = testing.compare(got, want, FLASH_TOL[dtype])
+    assert res.ok, res.message
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cuda_prefill_simt_and_flash_agree(tmp_path):
+    """BRAZE_CUDA_PREFILL=simt (read once per process, so a child process) runs the
+    attend kernel; the default runs the flash kernel: the same attention."""
+    import subprocess
+    import sys
+    rng = np.random.default_rng(61)
+    lens = (130, 1, 0, 77)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    n = int(cu[-1])
+    arrays = {"q": _host(rng, (n, 8, 128), "bfloat16"), "k": _host(rng, (n, 2, 128), "bfloat16"),
+              "v": _host(rng, (n, 2, 128), "bfloat16")}
+    for name, a in arrays.items():
+        np.save(tmp_path / f"{name}.npy", a.astype(np.float32))
+    np.save(tmp_path / "cu.npy", cu)
+    script = (
+        "import sys, numpy as np, torch\n"
+        "from braze import attention\n"
+        "p = sys.argv[1]\n"
+        "q, k, v = (torch.from_numpy(np.load(f'{p}/{n}.npy')).to('cuda', torch.bfloat16) for n in 'qkv')\n"
+        "cu = torch.from_numpy(np.load(f'{p}/cu.npy')).to('cuda')\n"
+        "o, lse = attention.prefill(q, k, v, cu, window=90, return_lse=True)\n"
+        "np.save(f'{p}/o.npy', o.float().cpu().numpy()); np.save(f'{p}/lse.npy', lse.cpu().numpy())\n")
+    env = dict(os.environ, BRAZE_CUDA_PREFILL="simt")
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, check=True)
+    q, k, v, cu_d = _on_cuda(arrays["q"], arrays["k"], arrays["v"], cu)
+    o, lse = attention.prefill(q, k, v, cu_d, window=90, return_lse=True)
+    res = testing.compare(o, np.load(tmp_path / "o.npy"), FLASH_TOL["bfloat16"])
+    assert res.ok, res.message
+    res = testing.compare(lse, np.load(tmp_path / "lse.npy"), (1e-4, 1e-4), "lse")
+    assert res.ok, res.message
+

@@ -5,13 +5,19 @@
 // counts and the block table's capacity (never from kv_lens, which stays on
 // the device), and merges the partial states with a second kernel; prefill
 // runs one split. 16-byte loads need 16-byte aligned K / V bases and strides;
-// anything else takes the scalar path. Nothing here allocates or synchronizes.
+// anything else takes the scalar path. Prefill of f16 / bf16 with head_dim
+// <= 128 and 16-byte aligned q / k / v runs the tensor-core flash kernel
+// instead (shaders/cuda/attention/flash.cuh; BRAZE_CUDA_PREFILL=simt forces
+// the attend kernel). Nothing here allocates or synchronizes.
 #include "cuda/attention.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/attention/attend.cuh"
+#include "cuda/attention/flash.cuh"
 #include "cuda/attention/small.cuh"
 #include "cuda/runtime.cuh"
 
@@ -137,6 +143,54 @@ void attend(DType t, const AttendParams& p, int64_t dim, dim3 grid, cudaStream_t
   }
 }
 
+// BRAZE_CUDA_PREFILL: unset, empty or "mma" (default) lets prefill take the
+// flash kernel where it applies; "simt" keeps the attend kernel. Read once.
+bool prefill_simt() {
+  static const bool simt = [] {
+    const char* v = std::getenv("BRAZE_CUDA_PREFILL");
+    if (v == nullptr || *v == 0 || std::strcmp(v, "mma") == 0) return false;
+    if (std::strcmp(v, "simt") == 0) return true;
+    throw ValueError(std::string("BRAZE_CUDA_PREFILL must be 'mma' or 'simt', got '") + v + "'");
+  }();
+  return simt;
+}
+
+bool flash_dim_ok(int64_t dim) { return dim == 64 || dim == 80 || dim == 96 || dim == 128; }
+
+// cp.async moves 16 bytes: q and K / V rows (and their strides) 16-byte aligned.
+template <class T> bool flash_ok(const AttendParams& p, int64_t dim) {
+  const int64_t v = 16 / int64_t(sizeof(T));
+  return flash_dim_ok(dim) && aligned16(p.q) && p.q_st % v == 0 && p.q_sh % v == 0 && vector_ok<T>(p) &&
+         (p.mode == kRagged || p.block_size <= INT_MAX);
+}
+
+template <class T, int D> void flash_launch(const AttendParams& p, cudaStream_t s) {
+  const size_t smem = flash_smem_bytes<D>();
+  check(cudaFuncSetAttribute(flash_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "attention prefill shared memory");
+  const int64_t ctas = ceil_div(p.tokens, kFlashRows) * p.q_heads;
+  if (ctas > INT_MAX) throw ValueError("too many tokens x heads for one CUDA prefill");
+  flash_kernel<T, D><<<unsigned(ctas), kFlashThreads, smem, s>>>(p);
+  check_launch("attention prefill");
+}
+
+template <class T> void flash_typed(const AttendParams& p, int64_t dim, cudaStream_t s) {
+  switch (dim) {
+    case 64: return flash_launch<T, 64>(p, s);
+    case 80: return flash_launch<T, 80>(p, s);
+    case 96: return flash_launch<T, 96>(p, s);
+    default: return flash_launch<T, 128>(p, s);
+  }
+}
+
+// Runs the flash kernel and returns true where it applies.
+bool flash(DType t, const AttendParams& p, int64_t dim, cudaStream_t s) {
+  if (prefill_simt()) return false;
+  if (t == DType::f16 && flash_ok<__half>(p, dim)) return flash_typed<__half>(p, dim, s), true;
+  if (t == DType::bf16 && flash_ok<__nv_bfloat16>(p, dim)) return flash_typed<__nv_bfloat16>(p, dim, s), true;
+  return false;
+}
+
 template <class K, class P> void launch_elementwise(K kernel, const P& p, int64_t n, cudaStream_t s, const char* what) {
   const int64_t blocks = ceil_div(n, kElemThreads);
   if (blocks > INT_MAX) throw ValueError(std::string("too many elements for one CUDA ") + what + " launch");
@@ -224,6 +278,7 @@ void prefill_run(const PrefillArgs& a, uintptr_t stream) {
     p.v_sh = a.v_stride_h;
   }
   fill_common(p, a.q_heads, a.kv_heads, a.dim, a.opt, a.o);
+  if (flash(a.dtype, p, a.dim, as_stream(stream))) return;
   attend(a.dtype, p, a.dim, dim3(unsigned(a.tokens), unsigned(a.kv_heads * p.head_chunks), 1), as_stream(stream));
 }
 
