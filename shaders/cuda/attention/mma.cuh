@@ -1,5 +1,5 @@
 // Tensor-core building blocks of the flash prefill kernel (sm_80+): the
-// m16n8k16 mma with f32 accumulators, ldmatrix, cp.async and the packing of
+// m16n8k16 mma with f32 accumulators, ldmatrix and the packing of
 // f32 pairs into 16-bit operands. Fragment layouts (PTX ISA, mma.m16n8k16,
 // g = lane / 4, t = lane % 4): A 16x16 row-major, register i holds two
 // consecutive columns 2t, 2t + 1 of row g (i = 0, 2) or g + 8 (i = 1, 3), the
@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+
+#include "cuda/common/cp_async.cuh"
 
 namespace braze::cuda::attn {
 
@@ -50,16 +52,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-
-// 16 bytes global -> shared without a register round trip (L2 only: each
-// row is read once per CTA).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // (a, b) as one register of two 16-bit values, a in the low half (the lower column).

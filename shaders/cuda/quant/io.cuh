@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "cuda/common/cp_async.cuh"
 
 namespace braze::cuda::quant {
 
@@ -88,25 +89,10 @@ __device__ __forceinline__ void stage_bytes(uint8_t* dst, const uint8_t* src, in
   for (int i = done + t; i < n; i += nt) dst[i] = __ldg(src + i);
 }
 
-// Asynchronous staging (sm_80+ cp.async): the block's threads start copying n
-// bytes of global src to shared dst (16-byte cp.async where both ends are
-// 16-byte aligned, 4-byte where 4-aligned; plain loads otherwise, which complete
-// before the thread goes on). The copies land after the thread's
-// cp_async_wait<N> and are visible to the block after the __syncthreads that follows.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
+// The block's threads start copying n bytes of global src to shared dst
+// (cuda/common/cp_async.cuh): 16-byte copies where both ends are 16-byte
+// aligned, 4-byte where 4-aligned; plain loads otherwise, which complete before
+// the thread goes on.
 __device__ __forceinline__ void stage_bytes_async(uint8_t* dst, const uint8_t* src, int n) {
   const int t = threadIdx.x, nt = blockDim.x;
   const uintptr_t a = reinterpret_cast<uintptr_t>(src);
