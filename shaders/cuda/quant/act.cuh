@@ -120,14 +120,6 @@ template <RowCode C, class T, bool Vec> __global__ void __launch_bounds__(kRowTh
 #pragma unroll
       for (int j = 0; j < 8; ++j) m = max(m, abs_bits(w[j]));
     }
-    // this CTA's next row into L2 while the block reduces, encodes and stores this one: its loads
-    // then wait for L2, not memory (a hint: it changes no value)
-    if (r + gridDim.x < p.rows) {
-      const char* next = reinterpret_cast<const char*>(src + gridDim.x * p.x_stride);
-      const int64_t row_bytes = p.cols * int64_t(sizeof(T));
-      for (int64_t b = int64_t(threadIdx.x) * 128; b < row_bytes; b += int64_t(blockDim.x) * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(next + b));
-    }
     m = block_max(m, scratch);
     const float s = row_scale<C>(m);
     if (threadIdx.x == 0) static_cast<float*>(p.sx)[r] = s;

@@ -1,14 +1,12 @@
 // dequantize on CUDA: one kernel over QFormat. A CTA owns a tile of
 // kDeqThreads * 16 consecutive elements of one row (tiles start on block
-// boundaries): its packed bytes are staged in shared memory with 16-byte
-// cp.async copies (each byte read from memory once, fully coalesced), then
-// each thread decodes one 16-element chunk through the format's codec
-// (csrc/core/quant/, the CPU's code) and stores it as 16-byte vectors,
-// consecutive threads on consecutive chunks. Sub-block scales scattered in a
-// K-quant block are read from shared memory, not memory. CTAs loop over the
-// tiles of all rows (grid sized from the SM count), kDeqStages tiles deep: the
-// copies of the next tiles are in flight while the current one is decoded, so
-// a CTA never waits a whole memory latency per tile.
+// boundaries): it stages the tile's packed bytes in shared memory with 16-byte
+// loads (each byte read from memory once, fully coalesced), then each thread
+// decodes one 16-element chunk through the format's codec (csrc/core/quant/,
+// the CPU's code) and stores it as 16-byte vectors, consecutive threads on
+// consecutive chunks. Sub-block scales scattered in a K-quant block are read
+// from shared memory, not memory. CTAs loop over the tiles of all rows
+// (grid sized from the SM count).
 #pragma once
 #include "core/quant/affine.h"
 #include "core/quant/fp8.h"
@@ -29,7 +27,6 @@ using namespace braze::quant;
 constexpr int kDeqThreads = 256;
 constexpr int kDeqChunk = 16;
 constexpr int kDeqTile = kDeqThreads * kDeqChunk;  // elements; a multiple of every block (<= 256)
-constexpr int kDeqStages = 3;                      // tiles staged at once (two in flight while one decodes)
 
 struct DeqParams {
   const uint8_t* data;
@@ -115,41 +112,24 @@ __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   static_assert(kDeqTile % B == 0, "tiles start on block boundaries");
   constexpr int kTileBytes = kDeqTile / B * BB;
-  constexpr int kStageBytes = (kTileBytes + 15) / 16 * 16;  // every stage 16-byte aligned
-  __shared__ __align__(16) uint8_t tiles[kDeqStages][kStageBytes];
-  const int64_t total = p.rows * p.tiles, step = gridDim.x;
-  // starts the copy of tile t (if any) into stage s; one commit group either way
-  auto issue = [&](int64_t t, int s) {
-    if (t < total) {
-      const int64_t r = t / p.tiles, k_tile = (t - r * p.tiles) * kDeqTile;
-      const int64_t left = p.cols - k_tile;
-      const int n = left < kDeqTile ? int(left) : kDeqTile;
-      stage_bytes_async(tiles[s], p.data + r * p.data_stride + k_tile / B * BB, n / B * BB);
-    }
-    cp_async_commit();
-  };
-  int64_t t = blockIdx.x;
-#pragma unroll
-  for (int i = 0; i < kDeqStages - 1; ++i) issue(t + i * step, i);
-  for (int s = 0; t < total; t += step, s = s + 1 == kDeqStages ? 0 : s + 1) {
-    // the stage consumed one iteration ago (all threads passed the barrier below) takes tile t + (S-1) steps
-    issue(t + (kDeqStages - 1) * step, s == 0 ? kDeqStages - 1 : s - 1);
-    cp_async_wait<kDeqStages - 1>();  // this thread's copies of tile t have landed
-    __syncthreads();                   // and everyone's
+  __shared__ __align__(16) uint8_t tile[kTileBytes];
+  const int64_t total = p.rows * p.tiles;
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const int64_t r = t / p.tiles, k_tile = (t - r * p.tiles) * kDeqTile;
     const int64_t left = p.cols - k_tile;
     const int n = left < kDeqTile ? int(left) : kDeqTile;  // a multiple of B
+    stage_bytes(tile, p.data + r * p.data_stride + k_tile / B * BB, n / B * BB);
+    __syncthreads();
     const int krel = int(threadIdx.x) * kDeqChunk;
     if (krel < n) {
       float v[kDeqChunk];
-      decode_chunk<F>(tiles[s], krel, r, k_tile, p, v);
+      decode_chunk<F>(tile, krel, r, k_tile, p, v);
       T* dst = static_cast<T*>(p.out) + r * p.out_stride + k_tile + krel;
       const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;  // short only in fp8 / int8 rows
       store_n<T, kDeqChunk>(dst, v, m, p.vec_out);
     }
-    __syncthreads();  // stage s is read before the next iteration's copy overwrites it
+    __syncthreads();  // the tile is read before the next one overwrites it
   }
-  cp_async_wait<0>();  // no copy outlives the CTA (the trailing groups are empty)
 }
 
 }  // namespace braze::cuda::quant

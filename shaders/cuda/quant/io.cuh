@@ -8,7 +8,6 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "cuda/common/cp_async.cuh"
 
 namespace braze::cuda::quant {
 
@@ -84,26 +83,6 @@ __device__ __forceinline__ void stage_bytes(uint8_t* dst, const uint8_t* src, in
     const int nv = n >> 2;
     for (int i = t; i < nv; i += nt)
       reinterpret_cast<uint32_t*>(dst)[i] = __ldg(reinterpret_cast<const unsigned int*>(src) + i);
-    done = nv << 2;
-  }
-  for (int i = done + t; i < n; i += nt) dst[i] = __ldg(src + i);
-}
-
-// The block's threads start copying n bytes of global src to shared dst
-// (cuda/common/cp_async.cuh): 16-byte copies where both ends are 16-byte
-// aligned, 4-byte where 4-aligned; plain loads otherwise, which complete before
-// the thread goes on.
-__device__ __forceinline__ void stage_bytes_async(uint8_t* dst, const uint8_t* src, int n) {
-  const int t = threadIdx.x, nt = blockDim.x;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
-  int done = 0;
-  if ((a & 15u) == 0) {
-    const int nv = n >> 4;
-    for (int i = t; i < nv; i += nt) cp_async16(dst + 16 * i, src + 16 * i);
-    done = nv << 4;
-  } else if ((a & 3u) == 0) {
-    const int nv = n >> 2;
-    for (int i = t; i < nv; i += nt) cp_async4(dst + 4 * i, src + 4 * i);
     done = nv << 2;
   }
   for (int i = done + t; i < n; i += nt) dst[i] = __ldg(src + i);
