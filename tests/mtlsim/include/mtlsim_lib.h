@@ -164,7 +164,7 @@ template <class T, int Cols, int Rows> struct simdgroup_matrix {
   static_assert(Cols == 8 && Rows == 8, "Metal's simdgroup matrices are 8 x 8");
   T e[Rows * Cols];  // row-major: e[r * Cols + c]
   simdgroup_matrix() = default;
-  explicit simdgroup_matrix(T diagonal);  // the diagonal matrix diag(d, ..., d)
+  explicit simdgroup_matrix(T diagonal, unsigned line = __builtin_LINE());  // diag(d, ..., d)
 };
 typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
@@ -254,6 +254,7 @@ template <class T, class M, bool ACC> void mat_mul_fn(const mtlsim::SimdGroupVie
     }
   mat_broadcast(g, d);
 }
+inline const void* mat_site(unsigned line) { return reinterpret_cast<const void*>(std::uintptr_t(line)); }
 inline void mat_collective(const MatArgs& a, mtlsim::SimdFn fn, const void* site) {
   mtlsim::SimdSlot& s = mtlsim::simd_slot();
   std::memcpy(s.in, &a, sizeof a);
@@ -264,13 +265,17 @@ inline void mat_collective(const MatArgs& a, mtlsim::SimdFn fn, const void* site
 }
 }  // namespace detail
 
-#define MTLSIM_SITE __builtin_return_address(0)
-template <class T, int C, int R> __attribute__((noinline)) simdgroup_matrix<T, C, R>::simdgroup_matrix(T d) {
+// A call site is its source line (a default argument is evaluated at the
+// call): the compiler may duplicate code, giving one call several return
+// addresses. Shaders keep to one matrix call per line.
+#define MTLSIM_AT unsigned mtlsim_line = __builtin_LINE()
+#define MTLSIM_SITE detail::mat_site(mtlsim_line)
+template <class T, int C, int R> __attribute__((noinline)) simdgroup_matrix<T, C, R>::simdgroup_matrix(T d, unsigned mtlsim_line) {
   detail::MatArgs a{this, {&d, nullptr, nullptr}, 0, 0, 0, 1};
   detail::mat_collective(a, &detail::mat_fill_fn<T, simdgroup_matrix>, MTLSIM_SITE);
 }
 template <class T, int C, int R>
-__attribute__((noinline)) simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(const T value) {
+__attribute__((noinline)) simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(const T value, MTLSIM_AT) {
   simdgroup_matrix<T, C, R> m;
   detail::MatArgs a{&m, {&value, nullptr, nullptr}, 0, 0, 0, 0};
   detail::mat_collective(a, &detail::mat_fill_fn<T, simdgroup_matrix<T, C, R>>, MTLSIM_SITE);
@@ -281,7 +286,7 @@ __attribute__((noinline)) simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix
 template <class T, int C, int R>
 __attribute__((noinline)) void simdgroup_load(simdgroup_matrix<T, C, R>& d, const T* src,
                                               ulong elements_per_row = C, mtlsim::vec<ulong, 2> matrix_origin =
-                                              mtlsim::vec<ulong, 2>(0ul), bool transpose_matrix = false) {
+                                              mtlsim::vec<ulong, 2>(0ul), bool transpose_matrix = false, MTLSIM_AT) {
   detail::MatArgs a{&d, {src, nullptr, nullptr}, elements_per_row, unsigned(matrix_origin[0]),
                     unsigned(matrix_origin[1]), transpose_matrix ? 1u : 0u};
   detail::mat_collective(a, &detail::mat_load_fn<T, simdgroup_matrix<T, C, R>>, MTLSIM_SITE);
@@ -289,14 +294,14 @@ __attribute__((noinline)) void simdgroup_load(simdgroup_matrix<T, C, R>& d, cons
 template <class T, int C, int R>
 __attribute__((noinline)) void simdgroup_store(simdgroup_matrix<T, C, R> m, T* dst,
                                                ulong elements_per_row = C, mtlsim::vec<ulong, 2> matrix_origin =
-                                               mtlsim::vec<ulong, 2>(0ul), bool transpose_matrix = false) {
+                                               mtlsim::vec<ulong, 2>(0ul), bool transpose_matrix = false, MTLSIM_AT) {
   detail::MatArgs a{nullptr, {dst, &m, nullptr}, elements_per_row, unsigned(matrix_origin[0]),
                     unsigned(matrix_origin[1]), transpose_matrix ? 1u : 0u};
   detail::mat_collective(a, &detail::mat_store_fn<T, simdgroup_matrix<T, C, R>>, MTLSIM_SITE);
 }
 template <class T, int C, int R, int K>
 __attribute__((noinline)) void simdgroup_multiply(simdgroup_matrix<T, C, R>& d, const simdgroup_matrix<T, K, R>& a,
-                                                  const simdgroup_matrix<T, C, K>& b) {
+                                                  const simdgroup_matrix<T, C, K>& b, MTLSIM_AT) {
   detail::MatArgs m{&d, {&a, &b, nullptr}, 0, 0, 0, 0};
   detail::mat_collective(m, &detail::mat_mul_fn<T, simdgroup_matrix<T, C, R>, false>, MTLSIM_SITE);
 }
@@ -304,11 +309,12 @@ template <class T, int C, int R, int K>
 __attribute__((noinline)) void simdgroup_multiply_accumulate(simdgroup_matrix<T, C, R>& d,
                                                              const simdgroup_matrix<T, K, R>& a,
                                                              const simdgroup_matrix<T, C, K>& b,
-                                                             const simdgroup_matrix<T, C, R>& c) {
+                                                             const simdgroup_matrix<T, C, R>& c, MTLSIM_AT) {
   detail::MatArgs m{&d, {&a, &b, &c}, 0, 0, 0, 0};
   detail::mat_collective(m, &detail::mat_mul_fn<T, simdgroup_matrix<T, C, R>, true>, MTLSIM_SITE);
 }
 #undef MTLSIM_SITE
+#undef MTLSIM_AT
 
 // ---- atomics: fibers are never preempted, so a plain read-modify-write is atomic
 enum memory_order { memory_order_relaxed };
