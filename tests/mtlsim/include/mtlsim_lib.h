@@ -110,26 +110,30 @@ template <class T> T collective(T v, mtlsim::SimdFn fn, unsigned arg, const void
 }
 }  // namespace detail
 
-#define MTLSIM_SITE __builtin_return_address(0)
-template <class T> __attribute__((noinline)) T simd_sum(T v) {
+// A call site is its source line (a default argument is evaluated at the
+// call): the compiler may duplicate code, giving one call several return
+// addresses, so those cannot tell call sites apart.
+#define MTLSIM_AT unsigned mtlsim_line = __builtin_LINE()
+#define MTLSIM_SITE reinterpret_cast<const void*>(std::uintptr_t(mtlsim_line))
+template <class T> __attribute__((noinline)) T simd_sum(T v, MTLSIM_AT) {
   return detail::collective(v, &detail::reduce_fn<T, 0>, 0, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_max(T v) {
+template <class T> __attribute__((noinline)) T simd_max(T v, MTLSIM_AT) {
   return detail::collective(v, &detail::reduce_fn<T, 1>, 0, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle_xor(T v, ushort mask) {
+template <class T> __attribute__((noinline)) T simd_shuffle_xor(T v, ushort mask, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 0>, mask, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle(T v, ushort lane) {
+template <class T> __attribute__((noinline)) T simd_shuffle(T v, ushort lane, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 1>, lane, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_broadcast(T v, ushort lane) {
+template <class T> __attribute__((noinline)) T simd_broadcast(T v, ushort lane, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 1>, lane, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle_down(T v, ushort delta) {
+template <class T> __attribute__((noinline)) T simd_shuffle_down(T v, ushort delta, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 2>, delta, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle_up(T v, ushort delta) {
+template <class T> __attribute__((noinline)) T simd_shuffle_up(T v, ushort delta, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 3>, delta, MTLSIM_SITE);
 }
 // simd_min: integers compare as integers, floats as float (fmin: NaN loses).
@@ -149,10 +153,11 @@ template <class T> void reduce_min_fn(const mtlsim::SimdGroupView& g, unsigned l
   lane_out(g, lane, acc);
 }
 }  // namespace detail
-template <class T> __attribute__((noinline)) T simd_min(T v) {
+template <class T> __attribute__((noinline)) T simd_min(T v, MTLSIM_AT) {
   return detail::collective(v, &detail::reduce_min_fn<T>, 0, MTLSIM_SITE);
 }
 #undef MTLSIM_SITE
+#undef MTLSIM_AT
 
 // ---- SIMD-group matrices (8 x 8) ------------------------------------------
 // On a GPU the 64 elements are spread over the 32 lanes; here every lane's
@@ -254,7 +259,6 @@ template <class T, class M, bool ACC> void mat_mul_fn(const mtlsim::SimdGroupVie
     }
   mat_broadcast(g, d);
 }
-inline const void* mat_site(unsigned line) { return reinterpret_cast<const void*>(std::uintptr_t(line)); }
 inline void mat_collective(const MatArgs& a, mtlsim::SimdFn fn, const void* site) {
   mtlsim::SimdSlot& s = mtlsim::simd_slot();
   std::memcpy(s.in, &a, sizeof a);
@@ -265,11 +269,8 @@ inline void mat_collective(const MatArgs& a, mtlsim::SimdFn fn, const void* site
 }
 }  // namespace detail
 
-// A call site is its source line (a default argument is evaluated at the
-// call): the compiler may duplicate code, giving one call several return
-// addresses. Shaders keep to one matrix call per line.
-#define MTLSIM_AT unsigned mtlsim_line = __builtin_LINE()
-#define MTLSIM_SITE detail::mat_site(mtlsim_line)
+#define MTLSIM_AT unsigned mtlsim_line = __builtin_LINE()  // as for the SIMD functions above
+#define MTLSIM_SITE reinterpret_cast<const void*>(std::uintptr_t(mtlsim_line))
 template <class T, int C, int R> __attribute__((noinline)) simdgroup_matrix<T, C, R>::simdgroup_matrix(T d, unsigned mtlsim_line) {
   detail::MatArgs a{this, {&d, nullptr, nullptr}, 0, 0, 0, 1};
   detail::mat_collective(a, &detail::mat_fill_fn<T, simdgroup_matrix>, MTLSIM_SITE);
