@@ -168,20 +168,23 @@ def test_merge_states_matches_cpu(dtype):
 
 # ---------------------------------------------------------------- index values, schedules
 def test_bad_index_values_raise_the_cpu_errors_and_write_nothing():
+    """core's check_*: the CPU backend's very messages."""
     rng = np.random.default_rng(4)
     kc, vc, table, lens = paged(rng, [20, 5], 1, 64, 8, "float32")
     q = rng.normal(size=(2, 2, 64)).astype(np.float32)
-    cases = [("kv_lens", dict(kv_lens=np.array([20, 99], np.int32))),
-             ("block_table", dict(block_table=np.where(table == table[0, 1], 1000, table).astype(np.int32)))]
-    for what, change in cases:
-        args = dict(q=q, k_cache=kc, v_cache=vc, block_table=table, kv_lens=lens, **{})
+    bad_table = np.where(table == table[0, 1], 1000, table).astype(np.int32)
+    cases = [(dict(kv_lens=np.array([20, 99], np.int32)),
+              r"kv_lens\[1\] = 99 is outside \[0, 24\] \(block_table's 3 blocks of 8\)"),
+             (dict(block_table=bad_table), r"block_table\[0, 1\] = 1000 is not a block of the cache \(8 blocks\)")]
+    for change, message in cases:
+        args = dict(q=q, k_cache=kc, v_cache=vc, block_table=table, kv_lens=lens)
         args.update(change)
         out = np.full((2, 2, 64), 7.0, np.float32)
+        with pytest.raises(ValueError, match=message) as metal:
+            on_metal(attention.decode, **args, out=out)
         with pytest.raises(ValueError) as cpu:
             attention.decode(**args, out=out.copy())
-        with pytest.raises(ValueError) as metal:
-            on_metal(attention.decode, **args, out=out)
-        assert str(metal.value) == str(cpu.value), what
+        assert str(metal.value) == str(cpu.value)
         assert (out == 7.0).all()
     caches = [np.zeros((2, 4, 1, 64), np.float32) for _ in range(2)]
     kv = rng.normal(size=(2, 1, 64)).astype(np.float32)
