@@ -220,6 +220,39 @@ def test_simulator_fills_threadgroup_memory_with_nan(planted):
     assert np.isnan(out[0::2]).all() and (out[1::2] == 1.0).all()
 
 
+@simulated
+@pytest.mark.parametrize("transpose", [0, 1])
+def test_simdgroup_matrix_multiply_accumulate(planted, transpose):
+    rng = np.random.default_rng(7 + transpose)
+    m = rng.standard_normal(256).astype(np.float32)
+    a, b, c = (m[i * 64:(i + 1) * 64].reshape(8, 8).astype(np.float64) for i in range(3))
+    planted.dispatch("matrix_mma", (2, 1, 1), (32, 1, 1), [m, np.array([transpose, 0, 0], np.uint32)])
+    want = a @ (b.T if transpose else b) + c
+    np.testing.assert_allclose(m[192:].reshape(8, 8), want, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(m[:192].reshape(3, 8, 8), np.stack([a, b, c]).astype(np.float32))  # inputs untouched
+
+
+@simulated
+def test_simdgroup_matrix_fill_and_diagonal(planted):
+    m = np.zeros(64, np.float16)
+    planted.dispatch("matrix_fill", (1, 1, 1), (32, 1, 1), [m])
+    assert np.array_equal(m.reshape(8, 8), np.full((8, 8), 1.0, np.float16))
+
+
+@simulated
+@pytest.mark.parametrize("mode,lanes,message", [
+    (1, 16, "divergent SIMD-group functions"),
+    (2, 3, "need all 32 lanes of the simdgroup"),
+    (3, 1, "operands differ across the lanes"),
+])
+def test_simulator_reports_divergent_simdgroup_matrix_calls(planted, mode, lanes, message):
+    m = np.zeros(256, np.float32)
+    planted.dispatch("matrix_mma", (1, 1, 1), (32, 1, 1), [m, np.array([0, 0, mode], np.uint32)])  # uniform: fine
+    with pytest.raises(mtlsim.SimError, match=message):
+        planted.dispatch("matrix_mma", (1, 1, 1), (32, 1, 1), [m, np.array([0, lanes, mode], np.uint32)],
+                         shuffle=True, seed=mode)
+
+
 # ---- MTLSIM_SANITIZE=1: everything above and the bfloat16 Metal parity tests, in a
 # child process that preloads ASan (it must be the first library loaded).
 SANITIZED = ["tests/test_metal.py", "tests/test_norm.py", "tests/test_rope.py", "tests/test_sampling.py"]

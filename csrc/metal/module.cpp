@@ -7,6 +7,7 @@
 
 #include "bindings/families.h"
 #include "executor.h"
+#include "plans/attention.h"
 #include "plans/norm.h"
 #include "plans/ops.h"
 #include "plans/quant.h"
@@ -32,6 +33,22 @@ bind::Launcher<Args> launcher() {
   return l;
 }
 
+// The same, after a host check of the index arrays' values (unified memory:
+// the kernels' inputs are readable here), the CPU backend's errors.
+template <class Args, metal::Plan (*plan_of)(const Args&), void (*check)(const Args&)>
+bind::Launcher<Args> checked_launcher() {
+  bind::Launcher<Args> l = launcher<Args, plan_of>();
+  l.launch_arrays = [](const Args& a, TensorList arrays) {
+    check(a);
+    const metal::Plan plan = plan_of(a);
+    if (!plan.error.empty()) throw ValueError(plan.error);
+    metal::execute(plan, arrays);
+  };
+  return l;
+}
+
+void check_decode(const attention::DecodeArgs& a) { attention::check_paged(a.kv, a.batch); }
+
 }  // namespace
 
 NB_MODULE(_metal, m) {
@@ -49,5 +66,9 @@ NB_MODULE(_metal, m) {
   bind::bind_quant(m, {launcher<quant::DequantArgs, metal::plan_dequantize>(),
                        launcher<quant::QuantArgs, metal::plan_quantize>()});
   bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, metal::plan_quantize_activations>());
+  bind::bind_attention(m, {checked_launcher<attention::AppendKvArgs, metal::plan_append_kv, attention::check_slots>(),
+                           checked_launcher<attention::DecodeArgs, metal::plan_decode, check_decode>(),
+                           checked_launcher<attention::PrefillArgs, metal::plan_prefill, attention::check_prefill>(),
+                           launcher<attention::MergeArgs, metal::plan_merge_states>()});
   m.def("library_path", &metal::library_path, "Where braze.metallib was loaded from.");
 }

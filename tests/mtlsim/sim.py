@@ -34,7 +34,11 @@ def needs_relaunch() -> bool:
 def sanitizer_env() -> dict:
     lib = subprocess.run(["g++", "-print-file-name=libasan.so"], check=True,
                          capture_output=True, text=True).stdout.strip()
-    env = dict(os.environ, LD_PRELOAD=lib, MTLSIM_SANITIZE="1")
+    # libstdc++ too: ASan finds the real __cxa_throw when it starts, and python links no C++
+    # runtime, so without it every C++ exception aborts the process
+    cxx = subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ, LD_PRELOAD=f"{lib} {cxx}", MTLSIM_SANITIZE="1")
     env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1" + (
         ":" + env["ASAN_OPTIONS"] if env.get("ASAN_OPTIONS") else "")
     env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"

@@ -30,7 +30,7 @@ from ._inputs import cast, itemsize, rows
 
 # Contexts this long (the bench shapes) are full in every sequence, so the cost model holds.
 FULL_FROM = 4096
-BACKENDS = ("cpu", "cuda")  # Metal: a later helper
+BACKENDS = ("cpu", "cuda", "metal")
 EXACT = {"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)}
 # Sums over hundreds of keys and a vexp of about 2 ulp: float32 a little looser than the default.
 TOL = {"float32": (5e-5, 5e-5), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}

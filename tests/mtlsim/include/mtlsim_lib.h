@@ -1,4 +1,4 @@
-// The metal:: library subset: math, SIMD-group functions, barriers, atomics.
+// The metal:: library subset: math, SIMD-group functions and matrices, barriers, atomics.
 #pragma once
 
 // Builtins ([[thread_position_in_grid]] ...) bind by value as uint / ushort or
@@ -16,6 +16,8 @@ template <class T, int N> struct BindValue<vec<T, N>, void> {
   }
 };
 }  // namespace mtlsim
+
+typedef mtlsim::vec<ulong, 2> ulong2;
 
 namespace metal {
 
@@ -108,26 +110,30 @@ template <class T> T collective(T v, mtlsim::SimdFn fn, unsigned arg, const void
 }
 }  // namespace detail
 
-#define MTLSIM_SITE __builtin_return_address(0)
-template <class T> __attribute__((noinline)) T simd_sum(T v) {
+// A call site is its source line (a default argument is evaluated at the
+// call): the compiler may duplicate code, giving one call several return
+// addresses, so those cannot tell call sites apart.
+#define MTLSIM_AT unsigned mtlsim_line = __builtin_LINE()
+#define MTLSIM_SITE reinterpret_cast<const void*>(std::uintptr_t(mtlsim_line))
+template <class T> __attribute__((noinline)) T simd_sum(T v, MTLSIM_AT) {
   return detail::collective(v, &detail::reduce_fn<T, 0>, 0, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_max(T v) {
+template <class T> __attribute__((noinline)) T simd_max(T v, MTLSIM_AT) {
   return detail::collective(v, &detail::reduce_fn<T, 1>, 0, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle_xor(T v, ushort mask) {
+template <class T> __attribute__((noinline)) T simd_shuffle_xor(T v, ushort mask, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 0>, mask, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle(T v, ushort lane) {
+template <class T> __attribute__((noinline)) T simd_shuffle(T v, ushort lane, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 1>, lane, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_broadcast(T v, ushort lane) {
+template <class T> __attribute__((noinline)) T simd_broadcast(T v, ushort lane, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 1>, lane, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle_down(T v, ushort delta) {
+template <class T> __attribute__((noinline)) T simd_shuffle_down(T v, ushort delta, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 2>, delta, MTLSIM_SITE);
 }
-template <class T> __attribute__((noinline)) T simd_shuffle_up(T v, ushort delta) {
+template <class T> __attribute__((noinline)) T simd_shuffle_up(T v, ushort delta, MTLSIM_AT) {
   return detail::collective(v, &detail::shuffle_fn<T, 3>, delta, MTLSIM_SITE);
 }
 // simd_min: integers compare as integers, floats as float (fmin: NaN loses).
@@ -147,10 +153,169 @@ template <class T> void reduce_min_fn(const mtlsim::SimdGroupView& g, unsigned l
   lane_out(g, lane, acc);
 }
 }  // namespace detail
-template <class T> __attribute__((noinline)) T simd_min(T v) {
+template <class T> __attribute__((noinline)) T simd_min(T v, MTLSIM_AT) {
   return detail::collective(v, &detail::reduce_min_fn<T>, 0, MTLSIM_SITE);
 }
 #undef MTLSIM_SITE
+#undef MTLSIM_AT
+
+// ---- SIMD-group matrices (8 x 8) ------------------------------------------
+// On a GPU the 64 elements are spread over the 32 lanes; here every lane's
+// object holds the whole matrix (it is simdgroup-uniform). Every function is a
+// collective: all 32 lanes must reach the same call with the same operands
+// (pointers, strides and matrix contents), or the launch fails, since on a GPU
+// anything else is undefined. Products are computed in f32 and rounded to T.
+template <class T, int Cols, int Rows> struct simdgroup_matrix {
+  static_assert(Cols == 8 && Rows == 8, "Metal's simdgroup matrices are 8 x 8");
+  T e[Rows * Cols];  // row-major: e[r * Cols + c]
+  simdgroup_matrix() = default;
+  explicit simdgroup_matrix(T diagonal, unsigned line = __builtin_LINE());  // diag(d, ..., d)
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+
+namespace detail {
+// What one lane passes to a matrix collective (fits SimdSlot::in).
+struct MatArgs {
+  void* out;            // this lane's result matrix (fill, load, multiply)
+  const void* in[3];    // operand matrices, or [0]: the fill value / load source / store target
+  unsigned long epr;    // elements_per_row
+  unsigned ox, oy;      // matrix_origin
+  unsigned transpose;
+};
+static_assert(sizeof(MatArgs) <= 64, "MatArgs must fit a SIMD slot");
+
+inline const MatArgs& mat_args(const mtlsim::SimdGroupView& g, unsigned lane) {
+  return *reinterpret_cast<const MatArgs*>(g.slots[lane].in);
+}
+// The first live lane does the whole operation once every lane has arrived:
+// it checks that the simdgroup is complete and uniform, then writes every
+// lane's result.
+inline bool mat_lead(const mtlsim::SimdGroupView& g, unsigned lane) {
+  if (lane != unsigned(__builtin_ctz(g.live_mask))) return false;
+  if (g.live_mask != 0xffffffffu) {
+    mtlsim::simd_fail("simdgroup_matrix functions need all 32 lanes of the simdgroup", lane, g.live_mask);
+    return false;
+  }
+  return true;
+}
+inline bool mat_same(const mtlsim::SimdGroupView& g, unsigned nbytes, int operands, bool addresses) {
+  const MatArgs& a0 = mat_args(g, 0);
+  for (unsigned l = 1; l < 32; ++l) {
+    const MatArgs& a = mat_args(g, l);
+    bool same = a.epr == a0.epr && a.ox == a0.ox && a.oy == a0.oy && a.transpose == a0.transpose;
+    for (int i = 0; i < operands && same; ++i)
+      same = addresses ? (i > 0 || a.in[0] == a0.in[0]) && (i == 0 || std::memcmp(a.in[i], a0.in[i], nbytes) == 0)
+                       : std::memcmp(a.in[i], a0.in[i], nbytes) == 0;
+    if (!same) {
+      mtlsim::simd_fail("simdgroup_matrix operands differ across the lanes of a simdgroup", l, 0);
+      return false;
+    }
+  }
+  return true;
+}
+template <class M> void mat_broadcast(const mtlsim::SimdGroupView& g, const M& m) {
+  for (unsigned l = 0; l < 32; ++l) std::memcpy(mat_args(g, l).out, &m, sizeof(M));
+}
+template <class T, class M> void mat_fill_fn(const mtlsim::SimdGroupView& g, unsigned lane) {
+  if (!mat_lead(g, lane) || !mat_same(g, sizeof(T), 1, false)) return;
+  const MatArgs& a = mat_args(g, 0);
+  T v;
+  std::memcpy(&v, a.in[0], sizeof(T));
+  M m;
+  for (int i = 0; i < 64; ++i) m.e[i] = a.transpose ? ((i / 8 == i % 8) ? v : T(0.0f)) : v;  // transpose: diagonal
+  mat_broadcast(g, m);
+}
+template <class T, class M> void mat_load_fn(const mtlsim::SimdGroupView& g, unsigned lane) {
+  if (!mat_lead(g, lane) || !mat_same(g, 0, 1, true)) return;
+  const MatArgs& a = mat_args(g, 0);
+  const T* base = static_cast<const T*>(a.in[0]) + a.oy * a.epr + a.ox;
+  M m;
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) m.e[r * 8 + c] = a.transpose ? base[c * a.epr + r] : base[r * a.epr + c];
+  mat_broadcast(g, m);
+}
+template <class T, class M> void mat_store_fn(const mtlsim::SimdGroupView& g, unsigned lane) {
+  if (!mat_lead(g, lane) || !mat_same(g, sizeof(M), 2, true)) return;
+  const MatArgs& a = mat_args(g, 0);
+  T* base = const_cast<T*>(static_cast<const T*>(a.in[0])) + a.oy * a.epr + a.ox;
+  const M& m = *static_cast<const M*>(a.in[1]);
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) (a.transpose ? base[c * a.epr + r] : base[r * a.epr + c]) = m.e[r * 8 + c];
+}
+// d = a b (+ c when ACC): f32 sums in k order, rounded to T once.
+template <class T, class M, bool ACC> void mat_mul_fn(const mtlsim::SimdGroupView& g, unsigned lane) {
+  if (!mat_lead(g, lane) || !mat_same(g, sizeof(M), ACC ? 3 : 2, false)) return;
+  const MatArgs& a = mat_args(g, 0);
+  const M& x = *static_cast<const M*>(a.in[0]);
+  const M& y = *static_cast<const M*>(a.in[1]);
+  M d;
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) {
+      float s = ACC ? float(static_cast<const M*>(a.in[2])->e[r * 8 + c]) : 0.0f;
+      for (int k = 0; k < 8; ++k) s += float(x.e[r * 8 + k]) * float(y.e[k * 8 + c]);
+      d.e[r * 8 + c] = T(s);
+    }
+  mat_broadcast(g, d);
+}
+inline void mat_collective(const MatArgs& a, mtlsim::SimdFn fn, const void* site) {
+  mtlsim::SimdSlot& s = mtlsim::simd_slot();
+  std::memcpy(s.in, &a, sizeof a);
+  s.fn = fn;
+  s.arg = 0;
+  s.site = site;
+  mtlsim::simd_wait();
+}
+}  // namespace detail
+
+#define MTLSIM_AT unsigned mtlsim_line = __builtin_LINE()  // as for the SIMD functions above
+#define MTLSIM_SITE reinterpret_cast<const void*>(std::uintptr_t(mtlsim_line))
+template <class T, int C, int R> __attribute__((noinline)) simdgroup_matrix<T, C, R>::simdgroup_matrix(T d, unsigned mtlsim_line) {
+  detail::MatArgs a{this, {&d, nullptr, nullptr}, 0, 0, 0, 1};
+  detail::mat_collective(a, &detail::mat_fill_fn<T, simdgroup_matrix>, MTLSIM_SITE);
+}
+template <class T, int C, int R>
+__attribute__((noinline)) simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(const T value, MTLSIM_AT) {
+  simdgroup_matrix<T, C, R> m;
+  detail::MatArgs a{&m, {&value, nullptr, nullptr}, 0, 0, 0, 0};
+  detail::mat_collective(a, &detail::mat_fill_fn<T, simdgroup_matrix<T, C, R>>, MTLSIM_SITE);
+  return m;
+}
+// Element (r, c) is src[r * elements_per_row + c] from src + origin.y *
+// elements_per_row + origin.x; transposed, src[c * elements_per_row + r].
+template <class T, int C, int R>
+__attribute__((noinline)) void simdgroup_load(simdgroup_matrix<T, C, R>& d, const T* src,
+                                              ulong elements_per_row = C, mtlsim::vec<ulong, 2> matrix_origin =
+                                              mtlsim::vec<ulong, 2>(0ul), bool transpose_matrix = false, MTLSIM_AT) {
+  detail::MatArgs a{&d, {src, nullptr, nullptr}, elements_per_row, unsigned(matrix_origin[0]),
+                    unsigned(matrix_origin[1]), transpose_matrix ? 1u : 0u};
+  detail::mat_collective(a, &detail::mat_load_fn<T, simdgroup_matrix<T, C, R>>, MTLSIM_SITE);
+}
+template <class T, int C, int R>
+__attribute__((noinline)) void simdgroup_store(simdgroup_matrix<T, C, R> m, T* dst,
+                                               ulong elements_per_row = C, mtlsim::vec<ulong, 2> matrix_origin =
+                                               mtlsim::vec<ulong, 2>(0ul), bool transpose_matrix = false, MTLSIM_AT) {
+  detail::MatArgs a{nullptr, {dst, &m, nullptr}, elements_per_row, unsigned(matrix_origin[0]),
+                    unsigned(matrix_origin[1]), transpose_matrix ? 1u : 0u};
+  detail::mat_collective(a, &detail::mat_store_fn<T, simdgroup_matrix<T, C, R>>, MTLSIM_SITE);
+}
+template <class T, int C, int R, int K>
+__attribute__((noinline)) void simdgroup_multiply(simdgroup_matrix<T, C, R>& d, const simdgroup_matrix<T, K, R>& a,
+                                                  const simdgroup_matrix<T, C, K>& b, MTLSIM_AT) {
+  detail::MatArgs m{&d, {&a, &b, nullptr}, 0, 0, 0, 0};
+  detail::mat_collective(m, &detail::mat_mul_fn<T, simdgroup_matrix<T, C, R>, false>, MTLSIM_SITE);
+}
+template <class T, int C, int R, int K>
+__attribute__((noinline)) void simdgroup_multiply_accumulate(simdgroup_matrix<T, C, R>& d,
+                                                             const simdgroup_matrix<T, K, R>& a,
+                                                             const simdgroup_matrix<T, C, K>& b,
+                                                             const simdgroup_matrix<T, C, R>& c, MTLSIM_AT) {
+  detail::MatArgs m{&d, {&a, &b, &c}, 0, 0, 0, 0};
+  detail::mat_collective(m, &detail::mat_mul_fn<T, simdgroup_matrix<T, C, R>, true>, MTLSIM_SITE);
+}
+#undef MTLSIM_SITE
+#undef MTLSIM_AT
 
 // ---- atomics: fibers are never preempted, so a plain read-modify-write is atomic
 enum memory_order { memory_order_relaxed };
