@@ -21,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import mtlsim  # noqa: E402
 from mtlsim.pytest_support import sanitized_rerun, simulated  # noqa: E402
+from test_attention import paged as _paged  # noqa: E402
 
 pytestmark = simulated
 test_under_sanitizers = sanitized_rerun(__file__)
@@ -55,17 +56,8 @@ def close(got, want, dtype):
 
 
 def paged(rng, lens, hkv, d, bs, dtype):
-    """Caches with spare blocks and a shuffled block table (-1 past each sequence)."""
-    mb = max(1, max((n + bs - 1) // bs for n in lens))
-    nb = len(lens) * mb + 2
-    perm = rng.permutation(nb).astype(np.int32)
-    table = np.full((len(lens), mb), -1, np.int32)
-    for i, n in enumerate(lens):
-        used = (n + bs - 1) // bs
-        table[i, :used] = perm[i * mb:i * mb + used]
-    kc = rng.normal(size=(nb, bs, hkv, d)).astype(NP[dtype])
-    vc = rng.normal(size=(nb, bs, hkv, d)).astype(NP[dtype])
-    return kc, vc, table, np.asarray(lens, np.int32)
+    """test_attention's paged caches, in `dtype` (a name)."""
+    return _paged(rng, lens, hkv, d, bs, NP[dtype])
 
 
 def ragged(rng, lens, hq, hkv, d, dtype):

@@ -210,7 +210,8 @@ def test_compile_fullgraph_matches_eager(backend, device):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
-def test_compile_traces_the_custom_ops():
+def _traced(fn, *args):
+    """fn's fullgraph-compiled result and the call_function targets of its trace."""
     torch._dynamo.reset()
     seen = []
 
@@ -218,6 +219,11 @@ def test_compile_traces_the_custom_ops():
         seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
         return gm.forward
 
+    got = torch.compile(fn, fullgraph=True, backend=backend)(*args)
+    return got, seen
+
+
+def test_compile_traces_the_custom_ops():
     y = torch.empty(2, 32)
 
     def f(x, w):
@@ -225,7 +231,7 @@ def test_compile_traces_the_custom_ops():
         return braze.ops.silu(y) + braze.norm.rms_norm(x, w, weight_offset=1.0)
 
     x, w = torch.randn(2, 32), torch.randn(32)
-    got = torch.compile(f, fullgraph=True, backend=backend)(x, w)
+    got, seen = _traced(f, x, w)
     assert "braze.rms_norm_out" in seen and "braze.silu" in seen, seen
     torch.testing.assert_close(got, f(x, w))
 
@@ -374,15 +380,7 @@ def test_compile_dequantize_and_paged_decode_match_eager(backend, device):
 
 
 def test_compile_traces_attention_and_quant_ops():
-    torch._dynamo.reset()
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        return gm.forward
-
-    inputs = _paged_step_inputs("cpu")
-    torch.compile(_decode_step, fullgraph=True, backend=backend)(*inputs)
+    _, seen = _traced(_decode_step, *_paged_step_inputs("cpu"))
     for op in ("braze.dequantize", "braze.append_kv", "braze.decode", "braze.quantize_activations"):
         assert op in seen, (op, seen)
 
