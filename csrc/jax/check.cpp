@@ -60,7 +60,7 @@ BRAZE_XLA_EXPORT int braze_xla_check(const char* op, int64_t present, const char
     for (int d = t.ndim - 1; d >= 0; --d) t.stride[d] = s, s *= t.shape[d] > 0 ? t.shape[d] : 1;
     // distinct, aligned, never-dereferenced addresses: the overlap checks see separate arrays
     t.data = t.base = reinterpret_cast<void*>(uintptr_t(k + 1) << 40);
-    t.device = Device::cpu;
+    t.device = Device::none;  // no device: prepare reads no values (sampling does, on the CPU)
     t.present = true;
   }
   std::string svals[xla::kMaxSlots];

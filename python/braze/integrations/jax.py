@@ -198,11 +198,18 @@ def _dtype_name(a):
 
 def _run(spec, bound):
     """The public function's call ``bound`` (name -> value) through the FFI call."""
-    arrays = []
+    res, plan, outs = _run_flat(spec, bound)
+    return _unflatten(res, plan, outs)
+
+
+def _run_flat(spec, bound):
+    """(the public result of stand-ins, the plan, the FFI call's results)."""
+    arrays, names = [], []
 
     def stand_in(name, v):
         if _is_array(v):
             arrays.append(jnp.asarray(v))
+            names.append(name)
             return Aval(v.shape, _dtype_name(v), len(arrays) - 1)
         if (name == "out" or name.endswith("_out")) and v is not None:
             raise TypeError(f"{name} cannot be given: jax arrays are immutable (the op returns its outputs)")
@@ -220,8 +227,7 @@ def _run(spec, bound):
     with recording(_backend()) as calls:
         res = spec.fn(*args, **kwargs)
     plan = _plan(spec.name, calls)
-    outs = _batch(plan, arrays)
-    return _unflatten(res, plan, outs)
+    return res, plan, _batch(spec, bound, plan, arrays, names)
 
 
 @dataclass(frozen=True)
@@ -275,7 +281,7 @@ def _differentiable(s, names, static):
 
 
 # ---------------------------------------------------------------- vmap
-def _batch(plan, arrays):
+def _batch(spec, bound, plan, arrays, names):
     """The FFI call, with a batching rule: under ``jax.vmap`` the op runs once
     on the batched arrays (the batch axis one more leading row axis) when its
     own checks accept that call and every output gains exactly that axis (a
@@ -283,7 +289,32 @@ def _batch(plan, arrays):
     element (``vmap_method="sequential"``). Ops that draw random numbers by
     row index (a ``u`` seed) always take the sequential path."""
     operands = [arrays[i] for i in plan.operands]
-    return list(_emit(plan, operands))
+    if not operands:
+        return list(_emit(plan, operands))
+    seeded = any(isinstance(v, np.uint64) for v in plan.attrs.values())
+
+    @jax.custom_batching.custom_vmap
+    def f(*ops):
+        return tuple(_emit(plan, ops))
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, *ops):
+        if not seeded:
+            wide = dict(bound)
+            for j, i in enumerate(plan.operands):
+                wide[names[i]] = ops[j]
+            try:
+                _, wplan, outs = _run_flat(spec, wide)
+            except (TypeError, ValueError):
+                wplan = None
+            if wplan is not None and wplan.native == plan.native and len(wplan.results) == len(plan.results) and all(
+                    w.shape == (axis_size, *r.shape) for w, r in zip(wplan.results, plan.results)):
+                return tuple(outs), (True,) * len(outs)
+        axes = [0 if b else None for b in in_batched]
+        outs = jax.vmap(lambda *o: tuple(_emit(plan, o)), in_axes=axes, axis_size=axis_size)(*ops)
+        return tuple(outs), (True,) * len(outs)
+
+    return list(f(*operands))
 
 
 # ---------------------------------------------------------------- the registry
