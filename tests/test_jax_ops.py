@@ -24,10 +24,17 @@ def _gpu():
         return False
 
 
+def _int32(v):
+    """int64 arrays as jax holds them without jax_enable_x64 (int32), for eager and jit alike."""
+    if isinstance(v, np.ndarray) and v.dtype == np.int64 and not jax.config.jax_enable_x64:
+        return v.astype(np.int32)
+    return v
+
+
 def _inputs(spec, dtype="float32", case=0, seed=0, shape=None):
     rng = np.random.default_rng(seed)
     args, kwargs = spec.make_inputs(shape or spec.shapes[0], dtype, rng, spec.cases[case], False)
-    return list(args), dict(kwargs)
+    return [_int32(a) for a in args], {k: _int32(v) for k, v in kwargs.items()}
 
 
 def _split(args, kwargs):
@@ -74,7 +81,16 @@ def test_the_ffi_table_mirrors_the_native_entry_points():
         assert len(params) == len(ours), (native, params, ours)
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def _numpy_adapter(spec):
+    """The registry's quantize specs call numpy-only adapters (byte views) after the kernel: no JAX wrapping
+    through them yet (docs/jax.md, "Not covered")."""
+    return spec.name.startswith("quantize_q") or (spec.name.startswith("quantize_activations_")
+                                                  and spec.name != "quantize_activations_int8")
+
+
+@pytest.mark.parametrize("spec", [pytest.param(s, marks=pytest.mark.xfail(
+    strict=True, raises=AttributeError, reason="numpy-only registry adapter")) if _numpy_adapter(s) else s
+    for s in SPECS], ids=lambda s: s.name)
 def test_jit_matches_eager_and_reference(spec):
     for case in range(len(spec.cases)):
         args, kwargs = _inputs(spec, case=case)
@@ -226,7 +242,7 @@ def test_bad_arguments_raise_as_the_plain_function_at_trace_time():
     _raises_like_plain(braze.norm.rms_norm, TypeError, x, eps="small")                  # the Python check
     _raises_like_plain(braze.ops.gelu, ValueError, x, approximate="cubic")
     _raises_like_plain(braze.ops.silu_and_mul, ValueError, jnp.ones((2, 63), jnp.float32))
-    _raises_like_plain(braze.ops.hadamard, ValueError, jnp.ones((2, 48), jnp.float32))
+    _raises_like_plain(braze.ops.hadamard, ValueError, jnp.ones((2, 36), jnp.float32))
     _raises_like_plain(braze.rope.rope, ValueError, jnp.ones((3, 2, 32), jnp.float32), jnp.zeros(4, jnp.int32))
     with pytest.raises(TypeError, match="immutable"):
         bj.call("rms_norm", x, out=x)

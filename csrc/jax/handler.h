@@ -89,7 +89,7 @@ inline ffi::Error handle(const Launchers& launchers, Device device, int device_i
         case 'f': v.f = attr<double>(attrs, s.name); break;
         case 'i': v.i = attr<int64_t>(attrs, s.name); break;
         case 'b': v.i = attr<bool>(attrs, s.name); break;
-        case 'u': v.i = int64_t(attr<uint64_t>(attrs, s.name)); break;
+        case 'u': v.i = attr<int64_t>(attrs, s.name); break;  // the uint64's bit pattern
         case 's': v.s = attr<std::string_view>(attrs, s.name); break;
       }
     }

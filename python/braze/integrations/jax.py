@@ -125,7 +125,8 @@ def _check(native, present, arrays, scalars):
         raise _ERRORS.get(rc, RuntimeError)(err.value.decode())
 
 
-_ATTR = {"f": np.float64, "i": np.int64, "b": np.bool_, "u": np.uint64, "s": str}
+# uint64 (seed, offset) travels as its int64 bit pattern: jax takes no unsigned attributes
+_ATTR = {"f": np.float64, "i": np.int64, "b": np.bool_, "u": lambda v: np.int64(_u64(v)), "s": str}
 
 
 @dataclass
@@ -153,7 +154,7 @@ def _plan(op, calls):
         v = kwargs[s.name] if s.name in kwargs else pos.pop(0) if pos else None
         if s.kind != "a":
             scalars.append((s.kind, v))
-            attrs[s.name] = _ATTR[s.kind](int(v) % 2**64 if s.kind == "u" else v)
+            attrs[s.name] = _ATTR[s.kind](v)
             continue
         if isinstance(v, Aval):
             present |= 1 << k
@@ -206,22 +207,28 @@ def _run_flat(spec, bound):
     """(the public result of stand-ins, the plan, the FFI call's results)."""
     arrays, names = [], []
 
-    def stand_in(name, v):
-        if _is_array(v):
-            arrays.append(jnp.asarray(v))
-            names.append(name)
-            return Aval(v.shape, _dtype_name(v), len(arrays) - 1)
+    def stand_in(name, v, at=None):
         if (name == "out" or name.endswith("_out")) and v is not None:
             raise TypeError(f"{name} cannot be given: jax arrays are immutable (the op returns its outputs)")
+        if _is_array(v):
+            arrays.append(jnp.asarray(v))
+            names.append((name, at))
+            return Aval(v.shape, _dtype_name(v), len(arrays) - 1)
+        if isinstance(v, tuple) and at is None:  # a tuple of arrays (split quant formats' data)
+            return tuple(stand_in(name, e, i) for i, e in enumerate(v))
         return v
 
     args, kwargs = [], {}
     for p in spec.params:
         if p.name not in bound:
+            if p.name == "like":  # a framework hint (philox_uniform): a stand-in that is no operand
+                kwargs["like"] = Aval((0,), "float32")
             continue
         v = stand_in(p.name, bound[p.name])
         if p.kind == p.KEYWORD_ONLY:
             kwargs[p.name] = v
+        elif p.kind == p.VAR_POSITIONAL:
+            args.extend(v)
         else:
             args.append(v)
     with recording(_backend()) as calls:
@@ -291,7 +298,7 @@ def _batch(spec, bound, plan, arrays, names):
     operands = [arrays[i] for i in plan.operands]
     if not operands:
         return list(_emit(plan, operands))
-    seeded = any(isinstance(v, np.uint64) for v in plan.attrs.values())
+    seeded = any(s.kind == "u" for s in DECLS[plan.native])
 
     @jax.custom_batching.custom_vmap
     def f(*ops):
@@ -302,7 +309,8 @@ def _batch(spec, bound, plan, arrays, names):
         if not seeded:
             wide = dict(bound)
             for j, i in enumerate(plan.operands):
-                wide[names[i]] = ops[j]
+                name, at = names[i]
+                wide[name] = ops[j] if at is None else wide[name][:at] + (ops[j],) + wide[name][at + 1:]
             try:
                 _, wplan, outs = _run_flat(spec, wide)
             except (TypeError, ValueError):
