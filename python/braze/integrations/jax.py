@@ -69,6 +69,9 @@ def _parse(line):
 def _load():
     from .. import _cpu
 
+    if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
+        raise ImportError(f"braze.integrations.jax needs jax.ffi (jax >= 0.4.38), got jax {jax.__version__}")
+
     lib = ctypes.CDLL(_cpu.__file__)
     if not hasattr(lib, "braze_xla_declarations"):
         raise ImportError("braze was built without its XLA FFI handlers (jaxlib's headers were not found "
