@@ -282,3 +282,14 @@ def test_cuda_grad_bfloat16():
     want = jax.grad(loss(ref), argnums=(0, 1))(x, w)
     for g, w_ in zip(got, want):
         assert testing.compare(g, w_, (3e-2, 3e-2)).ok
+
+
+def test_values_are_checked_when_xla_runs_the_call():
+    """Per-row arrays' values do not exist at trace time: the CPU kernels' host checks raise when XLA runs."""
+    logits = jnp.zeros((2, 10), jnp.float32)
+    f = jax.jit(lambda l, t: bj.call("softmax", l, temperature=t))
+    f.lower(logits, jnp.ones(2, jnp.float32))  # traces and lowers: nothing is read
+    with pytest.raises(Exception, match=r"temperature\[0\] must be"):
+        f(logits, jnp.asarray([-1.0, 1.0], jnp.float32)).block_until_ready()
+    with pytest.raises(ValueError, match=r"temperature\[0\] must be"):
+        braze.sampling.softmax(np.asarray(logits), temperature=np.asarray([-1.0, 1.0], np.float32))
