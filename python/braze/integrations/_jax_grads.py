@@ -1,131 +1,14 @@
-"""Backward formulas of the differentiable braze ops for ``jax.custom_vjp``,
-the same choices as ``_torch_grads``: the norms run their VJP kernels
-(``rms_norm_vjp``, ``layer_norm_vjp``), rope's VJP is rope with ``inverse``
-flipped (``dx = scale * R(-angle) dy``), and the activations, which have no
-VJP kernels, write their derivative out in float32 jnp, cast to x's dtype.
-
-Each entry: backward(args, out, g, ops) -> {argument name: cotangent}, where
-``args`` holds the call's arguments by name (arrays and scalars), ``out`` its
-outputs, ``g`` their cotangents and ``ops`` the JAX functions of the registry
-(``braze.integrations.jax.OPS``). Arguments it leaves out (positions,
-``inv_freq``) get a zero cotangent.
-"""
+"""The JAX backward formulas: ``_grads`` over jnp (docs/jax.md, "Autograd")."""
 from __future__ import annotations
-
-import math
 
 import jax
 import jax.numpy as jnp
 
-_NORM_KW = ("eps", "weight_offset")
+from ._grads import Fns, backward_table
 
-
-def _kw(args, names):
-    return {n: args[n] for n in names if n in args}
-
-
-def _rms_norm(args, out, dy, ops):
-    dx, dw = ops["rms_norm_vjp"](args["x"], args.get("weight"), dy, **_kw(args, _NORM_KW))
-    return {"x": dx, "weight": dw}
-
-
-def _layer_norm(args, out, dy, ops):
-    dx, dw, db = ops["layer_norm_vjp"](args["x"], args.get("weight"), args.get("bias"), dy, **_kw(args, ("eps",)))
-    return {"x": dx, "weight": dw, "bias": db}
-
-
-def _add_rms_norm(args, out, g, ops):
-    # h = x + residual (rounded), y = rms_norm(h): both inputs get dL/dh
-    dy, dh = g
-    dhy, dw = ops["rms_norm_vjp"](out[1], args.get("weight"), dy, **_kw(args, _NORM_KW))
-    d = dhy + dh
-    return {"x": d, "residual": d, "weight": dw}
-
-
-_ROPE_KW = ("inv_freq", "base", "rotary_dim", "interleaved", "attention_scale")
-
-
-def _rope(args, out, dy, ops):
-    kw = dict(_kw(args, _ROPE_KW), inverse=not args.get("inverse", False))
-    return {"x": ops["rope"](dy, args["positions"], **kw)}
-
-
-def _rope_qk(args, out, g, ops):
-    kw = dict(_kw(args, _ROPE_KW), inverse=not args.get("inverse", False))
-    dq, dk = ops["rope_qk"](g[0], g[1], args["positions"], **kw)
-    return {"q": dq, "k": dk}
-
-
-def _halves(x, interleaved):
-    if interleaved:
-        return x[..., 0::2], x[..., 1::2]
-    return jnp.split(x, 2, axis=-1)
-
-
-def _join(dg, du, interleaved):
-    if interleaved:
-        return jnp.stack((dg, du), axis=-1).reshape(*dg.shape[:-1], 2 * dg.shape[-1])
-    return jnp.concatenate((dg, du), axis=-1)
-
-
-def _silu_d(g):
-    """(silu(g), silu'(g))"""
-    sg = jax.nn.sigmoid(g)
-    return g * sg, sg * (1.0 + g * (1.0 - sg))
-
-
-def _gelu_d(g, approximate):
-    """(gelu(g), gelu'(g)) of the erf form or the tanh approximation."""
-    if approximate == "tanh":
-        k, a = math.sqrt(2.0 / math.pi), 0.044715
-        t = jnp.tanh(k * (g + a * g * g * g))
-        return 0.5 * g * (1.0 + t), 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * k * (1.0 + 3.0 * a * g * g)
-    cdf = 0.5 * (1.0 + jax.lax.erf(g * (1.0 / math.sqrt(2.0))))
-    pdf = jnp.exp(-0.5 * g * g) * (1.0 / math.sqrt(2.0 * math.pi))
-    return g * cdf, cdf + g * pdf
-
-
-def _gated(act, interleaved_default=False):
-    def backward(args, out, dy, ops):
-        x = args["x"]
-        il = args.get("interleaved", interleaved_default)
-        g, u = _halves(x.astype(jnp.float32), il)
-        dyf = dy.astype(jnp.float32)
-        f, df = act(g, args)
-        return {"x": _join(dyf * u * df, dyf * f, il).astype(x.dtype)}
-    return backward
-
-
-def _swiglu_clamped(args, out, dy, ops):
-    # gc = min(g, limit): no gradient past the limit; u is clipped to [-limit, limit]
-    x = args["x"]
-    alpha, limit, il = args.get("alpha", 1.702), args.get("limit", 7.0), args.get("interleaved", True)
-    g, u = _halves(x.astype(jnp.float32), il)
-    gc = jnp.minimum(g, limit)
-    sg = jax.nn.sigmoid(alpha * gc)
-    f, df = gc * sg, sg * (1.0 + alpha * gc * (1.0 - sg)) * (g < limit)
-    uc = jnp.clip(u, -limit, limit)
-    dyf = dy.astype(jnp.float32)
-    du = dyf * f * ((u > -limit) & (u < limit))
-    return {"x": _join(dyf * (uc + 1.0) * df, du, il).astype(x.dtype)}
-
-
-def _unary(act):
-    def backward(args, out, dy, ops):
-        x = args["x"]
-        return {"x": (dy.astype(jnp.float32) * act(x.astype(jnp.float32), args)[1]).astype(x.dtype)}
-    return backward
-
-
-BACKWARD = {
-    "rms_norm": _rms_norm,
-    "layer_norm": _layer_norm,
-    "add_rms_norm": _add_rms_norm,
-    "rope": _rope,
-    "rope_qk": _rope_qk,
-    "silu_and_mul": _gated(lambda g, a: _silu_d(g)),
-    "gelu_and_mul": _gated(lambda g, a: _gelu_d(g, a.get("approximate", "none"))),
-    "swiglu_clamped": _swiglu_clamped,
-    "silu": _unary(lambda x, a: _silu_d(x)),
-    "gelu": _unary(lambda x, a: _gelu_d(x, a.get("approximate", "none"))),
-}
+FNS = Fns(sigmoid=jax.nn.sigmoid, erf=jax.lax.erf, tanh=jnp.tanh, exp=jnp.exp, minimum=jnp.minimum, clip=jnp.clip,
+          split=lambda x: jnp.split(x, 2, axis=-1),
+          interleave=lambda a, b: jnp.stack((a, b), axis=-1).reshape(*a.shape[:-1], 2 * a.shape[-1]),
+          concat=lambda a, b: jnp.concatenate((a, b), axis=-1),
+          f32=lambda x: x.astype(jnp.float32), cast=lambda x, like: x.astype(like.dtype))
+BACKWARD = backward_table(FNS)
