@@ -132,3 +132,17 @@ def test_bad_arguments_raise_as_the_plain_function():
         assert str(wrapped.value) == str(plain.value)
     with pytest.raises(TypeError, match="immutable"):
         bm.call("rms_norm", x, out=x)
+
+
+def test_vmap_of_a_rowwise_op_is_one_kernel_call(monkeypatch):
+    calls = []
+    plain = bm._plain
+    monkeypatch.setattr(bm, "_plain", lambda *a: calls.append(1) or plain(*a))
+    x = mx.array(np.random.default_rng(0).standard_normal((6, 3, 64)).astype(np.float32))
+    w = mx.ones((64,))
+    y = mx.vmap(lambda x: bm.call("rms_norm", x, w))(x)
+    mx.eval(y)
+    assert len(calls) == 2  # the forward trace (reference, on placeholders) and one kernel call on the batch
+    calls.clear()
+    mx.eval(mx.vmap(lambda x, w: bm.call("rms_norm", x, w))(x, mx.ones((6, 64))))
+    assert len(calls) == 1 + 1 + 6  # trace, the batched call the kernel refuses (weight [6, 64]), one per element
