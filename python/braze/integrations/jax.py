@@ -18,8 +18,9 @@ arrays. Per call, at trace time:
 
 Nothing is listed per op: the FFI table (csrc/jax/table.cpp) has one entry per
 native entry point, mirroring the nanobind bindings, and every registry op
-whose public function calls one is wrapped. ``UNMAPPED`` holds the ops that
-could not be (the tests fail on any).
+whose public function calls one is wrapped; an op whose public function
+calls none fails at trace time with a TypeError saying so (the tests run
+every registry op).
 
 ``jax.grad`` works through ``jax.custom_vjp`` for the ops of
 ``_jax_grads.BACKWARD``; ``jax.vmap`` works for every op (``_batch``).
@@ -260,7 +261,11 @@ def _public(spec):
             return _run(s, bound)
         names = tuple(n for n, v in bound.items() if _is_array(v))
         static = tuple((n, v) for n, v in bound.items() if n not in names)
-        return _differentiable(s, names, static)(*(bound[n] for n in names))
+        try:
+            f = _differentiable(s, names, static)
+        except TypeError:  # an unhashable scalar argument: a custom_vjp for this call only
+            f = _differentiable.__wrapped__(s, names, static)
+        return f(*(bound[n] for n in names))
 
     op.__name__ = spec.name
     op.__doc__ = f"braze's {spec.name} under jax (jit, grad, vmap); arguments as {spec.fn.__module__}.{spec.name}."
@@ -330,7 +335,6 @@ def _batch(spec, bound, plan, arrays, names):
 
 # ---------------------------------------------------------------- the registry
 OPS: dict = {}
-UNMAPPED: dict = {}   # op -> why it has no JAX function
 
 
 def register_all():
