@@ -6,7 +6,7 @@ public function's arguments, JAX arrays in place of arrays, and returns JAX
 arrays. Per call, at trace time:
 
 1. the public function runs on stand-in arrays with its kernel replaced by a
-   recorder (``_jax_record``): its own argument checks raise their own
+   recorder (``_record``): its own argument checks raise their own
    TypeError / ValueError, and it reveals the native entry point, the
    converted scalars and the outputs it allocates;
 2. the native entry's prepare step runs on those shapes (``braze_xla_check``
@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import _spec
 from . import _jax_grads
-from ._jax_record import Aval, recording
+from ._record import Aval, recording
 
 TARGET = "braze"
 

@@ -27,7 +27,7 @@ import mlx.core as mx
 from .. import _spec
 from ..testing import force_reference
 from ._grads import Fns, backward_table
-from ._jax_record import Aval, recording
+from ._record import Aval, recording
 
 FNS = Fns(sigmoid=mx.sigmoid, erf=mx.erf, tanh=mx.tanh, exp=mx.exp, minimum=mx.minimum, clip=mx.clip,
           split=lambda x: mx.split(x, 2, axis=-1),

@@ -3,8 +3,9 @@ function runs on stand-in arrays (shape and dtype only) with every kernel
 replaced by a recorder, in the recording thread only. So the JAX wrapping
 reads, from the public function itself, its argument checks, its conversions
 (``approximate="tanh"`` -> a bool, ``scale=None`` -> NaN, ...), the outputs it
-allocates (shapes and dtypes) and the native entry point it calls: nothing
-is listed per op (docs/jax.md, "How it works").
+allocates (shapes and dtypes) and the native entry point it calls, and the
+MLX wrapping the output shapes its vmap rule checks: nothing is listed per op
+(docs/jax.md, "How it works").
 """
 from __future__ import annotations
 
