@@ -51,10 +51,12 @@ struct AttentionLaunchers {
 };
 void bind_attention(nb::module_& m, const AttentionLaunchers& l);
 
-// The quant family: one argument block per direction.
+// The quant family: one argument block per kernel kind; a backend without a
+// matmul kernel yet leaves it empty and bind_quant binds no `matmul`.
 struct QuantLaunchers {
   Launcher<quant::DequantArgs> dequantize;
   Launcher<quant::QuantArgs> quantize;
+  Launcher<quant::MatmulArgs> matmul = {};
 };
 void bind_quant(nb::module_& m, const QuantLaunchers& l);
 void bind_quant_activations(nb::module_& m, const Launcher<quant::ActQuantArgs>& l);

@@ -45,7 +45,8 @@ NB_MODULE(_cpu, m) {
                            launcher<attention::PrefillArgs, cpu::prefill_run>(),
                            launcher<attention::MergeArgs, cpu::merge_states_run>()});
   bind::bind_quant(m, {launcher<quant::DequantArgs, cpu::dequantize_run>(),
-                       launcher<quant::QuantArgs, cpu::quantize_run>()});
+                       launcher<quant::QuantArgs, cpu::quantize_run>(),
+                       launcher<quant::MatmulArgs, cpu::matmul_run>()});
   bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, cpu::quantize_activations_run>());
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },

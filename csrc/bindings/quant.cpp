@@ -38,6 +38,19 @@ void bind_quant(nb::module_& m, const QuantLaunchers& l) {
     qua.run(a, {&tx, &td, &ts, &tb, &tt}, stream);
   }, nb::arg("format"), nb::arg("w"), nb::arg("data"), nb::arg("scales").none(), nb::arg("biases").none(),
      nb::arg("tensor_scale").none(), nb::arg("group") = 0, nb::arg("scale_rule") = 0, nb::arg("stream") = 0);
+
+  if (!l.matmul.launch && !l.matmul.launch_arrays) return;
+  const Launcher<quant::MatmulArgs> mm = l.matmul;
+  m.def("matmul", [mm](const std::string& format, Array x, Array data, OptArray scales, OptArray biases,
+                       OptArray tensor_scale, OptArray bias, Array out, int64_t group, uintptr_t stream) {
+    Tensor tx = tensor("x", x), td = tensor("data", data), ts = tensor("scales", scales),
+           tb = tensor("biases", biases), tt = tensor("tensor_scale", tensor_scale), tbias = tensor("bias", bias),
+           to = tensor("out", out);
+    auto a = quant::prepare_matmul(format, tx, td, ts, tb, tt, tbias, to, group);
+    mm.run(a, {&tx, &td, &ts, &tb, &tt, &tbias, &to}, stream);
+  }, nb::arg("format"), nb::arg("x"), nb::arg("data"), nb::arg("scales").none(), nb::arg("biases").none(),
+     nb::arg("tensor_scale").none(), nb::arg("bias").none(), nb::arg("out"), nb::arg("group") = 0,
+     nb::arg("stream") = 0, "out[M, N] = x[M, K] W[N, K]^T (+ bias); format '' is a dense weight of x's dtype.");
 }
 
 }  // namespace braze::bind

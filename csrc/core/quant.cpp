@@ -115,6 +115,67 @@ DequantArgs prepare_dequantize(const std::string& format, int64_t k, const Tenso
   return a;
 }
 
+MatmulArgs prepare_matmul(const std::string& format, const Tensor& x, const Tensor& data, const Tensor& scales,
+                          const Tensor& biases, const Tensor& tensor_scale, const Tensor& bias, const Tensor& out,
+                          int64_t group) {
+  require_float(x);
+  if (x.ndim != 2) throw ValueError(std::string(x.name) + " must have 2 axes [M, K], got shape " + shape_str(x));
+  const int64_t m = x.shape[0], k = x.shape[1];
+  MatmulArgs a{};
+  a.dense = format.empty();
+  a.dtype = x.dtype;
+  if (a.dense) {
+    require_dtype(data, x.dtype);
+    if (data.ndim != 2 || data.shape[1] != k)
+      throw ValueError(std::string(data.name) + " must be [N, " + std::to_string(k) + "] (K of x), got shape " +
+                       shape_str(data));
+    for (const Tensor* t : {&scales, &biases, &tensor_scale})
+      if (t->defined()) throw ValueError(std::string(t->name) + " must be None for a dense weight");
+    const Rows rd = matrix(data, Role::input);
+    a.w.rows = data.shape[0];
+    a.w.cols = k;
+    a.w.data = static_cast<const uint8_t*>(data.data);
+    a.w.data_stride = rd.stride * dtype_size(data.dtype);
+  } else {
+    const QFormat f = format_named(format);
+    require_built(f, dequantize_built(f), "matmul");
+    require_k(f, k);
+    require_data(f, data, -1, k);
+    if (info(f).layout == Layout::blocks) require_absent_for_blocks(f, {&scales, &biases, &tensor_scale});
+    const Rows rd = matrix(data, Role::input);
+    a.w.format = f;
+    a.w.rows = data.shape[0];
+    a.w.cols = k;
+    a.w.data = static_cast<const uint8_t*>(data.data);
+    a.w.data_stride = rd.stride * dtype_size(data.dtype);
+    a.w.group = group;
+    if (info(f).layout == Layout::split)
+      prepare_split(f, a.w.rows, k, scales, biases, tensor_scale, group, Role::input, a.w);
+  }
+  a.w.dtype = x.dtype;
+  const int64_t n = a.w.rows;
+  if (bias.defined()) {
+    require_dtype(bias, x.dtype);
+    require_vector(bias, n, "[N] (rows of the weight)");
+  }
+  require_dtype(out, x.dtype);
+  const int64_t want[2] = {m, n};
+  require_shape(out, want, 2, "[M, N] (rows of x, rows of the weight)");
+  const Rows rx = matrix(x, Role::input), ro = matrix(out, Role::output);
+  require_same_device({&x, &data, &scales, &biases, &tensor_scale, &bias, &out});
+  for (const Tensor* t : {&x, &data, &scales, &biases, &tensor_scale, &bias})
+    if (t->defined()) require_disjoint(out, *t);
+  a.m = m;
+  a.x = x.data;
+  a.x_stride = rx.stride;
+  a.bias = bias.defined() ? bias.data : nullptr;
+  a.out = out.data;
+  a.out_stride = ro.stride;
+  a.device = a.w.device = out.device;
+  a.device_id = a.w.device_id = out.device_id;
+  return a;
+}
+
 QuantArgs prepare_quantize(const std::string& format, const Tensor& x, const Tensor& data, const Tensor& scales,
                            const Tensor& biases, const Tensor& tensor_scale, int64_t group, int scale_rule) {
   const QFormat f = format_named(format);

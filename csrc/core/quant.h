@@ -11,7 +11,7 @@
 
 namespace braze::quant {
 
-#define BRAZE_QUANT_OPS(X) X(dequantize) X(quantize)
+#define BRAZE_QUANT_OPS(X) X(dequantize) X(quantize) X(matmul)
 BRAZE_DECLARE_OPS(BRAZE_QUANT_OPS)
 
 // Whether this build has the format's kernels (its group registered in core/quant.cpp).
@@ -57,11 +57,35 @@ struct QuantArgs {
   int device_id;
 };
 
+// out[m, n] = sum_k x[m, k] W[n, k] (+ bias[n]), float32 accumulation, one
+// rounding to `dtype`. W [N, K] is `w` (a quantized weight exactly as
+// dequantize reads it; w.out is null, w.dtype is `dtype`) or, when `dense`, a
+// float array of `dtype` (w.data / w.data_stride in bytes; w.format unused).
+// Kernels pick a GEMV path for few rows (m <= 16) and a GEMM path otherwise.
+struct MatmulArgs {
+  DequantArgs w;
+  bool dense;
+  DType dtype;                               // of x, bias and out: f32, f16, bf16
+  int64_t m;                                 // rows of x and out; n = w.rows, k = w.cols
+  const void* x; int64_t x_stride;           // elements
+  const void* bias;                          // [N] contiguous, or null
+  void* out; int64_t out_stride;             // elements
+  Device device;
+  int device_id;
+};
+
 // data [N, bytes of K] (uint8; uint32 words for affine), out [N, K] float32 /
 // float16 / bfloat16. scales / biases / tensor_scale: the split layouts' arrays,
 // absent (None) for the block layouts.
 DequantArgs prepare_dequantize(const std::string& format, int64_t k, const Tensor& data, const Tensor& scales,
                                const Tensor& biases, const Tensor& tensor_scale, const Tensor& out, int64_t group);
+// x [M, K] float (rows with a stride, last axis contiguous), out [M, N] of x's
+// dtype, bias [N] of x's dtype or None. format "" is a dense weight: data is
+// [N, K] of x's dtype; otherwise data / scales / biases / tensor_scale / group
+// are dequantize's.
+MatmulArgs prepare_matmul(const std::string& format, const Tensor& x, const Tensor& data, const Tensor& scales,
+                          const Tensor& biases, const Tensor& tensor_scale, const Tensor& bias, const Tensor& out,
+                          int64_t group);
 QuantArgs prepare_quantize(const std::string& format, const Tensor& x, const Tensor& data, const Tensor& scales,
                            const Tensor& biases, const Tensor& tensor_scale, int64_t group, int scale_rule);
 

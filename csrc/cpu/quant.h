@@ -8,10 +8,12 @@ namespace braze::cpu {
   namespace isa {                                     \
   void dequantize_run(const quant::DequantArgs& a);   \
   void quantize_run(const quant::QuantArgs& a);       \
+  void matmul_run(const quant::MatmulArgs& a);        \
   }
 BRAZE_CPU_FOR_EACH_ISA(BRAZE_DECLARE)
 #undef BRAZE_DECLARE
 
 inline void dequantize_run(const quant::DequantArgs& a) { BRAZE_CPU_PICK(dequantize_run)(a); }
 inline void quantize_run(const quant::QuantArgs& a) { BRAZE_CPU_PICK(quantize_run)(a); }
+inline void matmul_run(const quant::MatmulArgs& a) { BRAZE_CPU_PICK(matmul_run)(a); }
 }  // namespace braze::cpu

@@ -11,4 +11,6 @@ namespace braze::cuda {
 void dequantize_run(const quant::DequantArgs& a, uintptr_t stream);
 void quantize_run(const quant::QuantArgs& a, uintptr_t stream);
 void quantize_activations_run(const quant::ActQuantArgs& a, uintptr_t stream);
+// out = x W^T (+ bias): csrc/cuda/quant_matmul.cu.
+void matmul_run(const quant::MatmulArgs& a, uintptr_t stream);
 }  // namespace braze::cuda

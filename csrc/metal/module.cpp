@@ -64,7 +64,8 @@ NB_MODULE(_metal, m) {
   bind::bind_ops(m, {launcher<ops::ActArgs, metal::plan_act>(), launcher<ops::EmbeddingArgs, metal::plan_embedding>(),
                      launcher<ops::HadamardArgs, metal::plan_hadamard>()});
   bind::bind_quant(m, {launcher<quant::DequantArgs, metal::plan_dequantize>(),
-                       launcher<quant::QuantArgs, metal::plan_quantize>()});
+                       launcher<quant::QuantArgs, metal::plan_quantize>(),
+                       launcher<quant::MatmulArgs, metal::plan_matmul>()});
   bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, metal::plan_quantize_activations>());
   bind::bind_attention(m, {checked_launcher<attention::AppendKvArgs, metal::plan_append_kv, attention::check_slots>(),
                            checked_launcher<attention::DecodeArgs, metal::plan_decode, check_decode>(),

@@ -38,7 +38,7 @@ class OpSpec:
     cases: tuple = ({},)          # option variants every parity test covers
     shapes: tuple = ()            # ordinary test shapes
     edge_shapes: tuple = ()       # one row, one element, odd lengths, long rows, empty
-    bench_shapes: dict = field(default_factory=dict)  # {"decode": [...], "prefill": [...]}
+    bench_shapes: dict = field(default_factory=dict)  # {"decode": [...], "prefill": [...], "cuda:prefill": [...]}
     # input layouts the parity tests run (braze.testing.LAYOUTS): strided rows,
     # broadcast (stride-0) rows, data off a 16-byte boundary
     layouts: tuple = ("contiguous", "strided", "broadcast", "misaligned")

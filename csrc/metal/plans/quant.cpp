@@ -58,6 +58,35 @@ BufferRef absent_or(Plan& plan, const void* ptr, std::uint64_t bytes, bool outpu
   return ptr ? plan.array(ptr, bytes, output) : fallback;
 }
 
+// The weight's four slots (data, scales, biases, tensor scale) as dequantize
+// and matmul bind them: an absent array's slot holds `data` (never read).
+struct WeightRefs {
+  BufferRef data, scales, biases, tensor_scale;
+};
+WeightRefs weight_refs(Plan& plan, const quant::DequantArgs& a, std::int64_t row_bytes_of_data) {
+  WeightRefs w;
+  w.data = plan.array(a.data, row_bytes(a.rows, row_bytes_of_data, a.data_stride, DType::u8));
+  w.scales =
+      absent_or(plan, a.scales, extent(a.scales_rows, a.scales_cols, a.scales_stride, a.scales_dtype), false, w.data);
+  w.biases =
+      absent_or(plan, a.biases, extent(a.scales_rows, a.scales_cols, a.biases_stride, a.scales_dtype), false, w.data);
+  w.tensor_scale = absent_or(plan, a.tensor_scale, 4, false, w.data);
+  return w;
+}
+
+// The QuantParams of a weight that dequantize and matmul read.
+QuantParams weight_params(const quant::DequantArgs& a) {
+  QuantParams p{};
+  p.rows = std::uint32_t(a.rows);
+  p.cols = std::uint32_t(a.cols);
+  p.data_stride = std::uint32_t(a.data_stride);
+  p.scales_stride = std::uint32_t(a.scales_stride);
+  p.biases_stride = std::uint32_t(a.biases_stride);
+  p.group = std::uint32_t(a.group);
+  p.scales_dtype = sdt_code(a.scales_dtype);
+  return p;
+}
+
 }  // namespace
 
 bool metal_quantizes(QFormat f) {
@@ -73,27 +102,15 @@ Plan plan_dequantize(const quant::DequantArgs& a) {
   if (!plan.error.empty() || a.rows == 0 || a.cols == 0) return plan;
 
   const quant::FormatInfo& fi = quant::info(a.format);
-  QuantParams p{};
-  p.rows = std::uint32_t(a.rows);
-  p.cols = std::uint32_t(a.cols);
+  QuantParams p = weight_params(a);
   p.x_stride = std::uint32_t(a.out_stride);
-  p.data_stride = std::uint32_t(a.data_stride);
-  p.scales_stride = std::uint32_t(a.scales_stride);
-  p.biases_stride = std::uint32_t(a.biases_stride);
-  p.group = std::uint32_t(a.group);
-  p.scales_dtype = sdt_code(a.scales_dtype);
 
   Dispatch d;
   d.kernel = std::string("dequantize_") + fi.name + "_" + dtype_suffix(a.dtype);
   unit_grid(d, (a.cols + QUANT_CHUNK - 1) / QUANT_CHUNK, a.rows);
-  const BufferRef data = plan.array(a.data, row_bytes(a.rows, fi.blocks.bytes(a.cols), a.data_stride, DType::u8));
-  const BufferRef scales =
-      absent_or(plan, a.scales, extent(a.scales_rows, a.scales_cols, a.scales_stride, a.scales_dtype), false, data);
-  const BufferRef biases =
-      absent_or(plan, a.biases, extent(a.scales_rows, a.scales_cols, a.biases_stride, a.scales_dtype), false, data);
-  const BufferRef ts = absent_or(plan, a.tensor_scale, 4, false, data);
+  const WeightRefs w = weight_refs(plan, a, fi.blocks.bytes(a.cols));
   const BufferRef out = plan.array(a.out, row_bytes(a.rows, a.cols, a.out_stride, a.dtype), true);
-  d.buffers = {data, scales, biases, ts, out};
+  d.buffers = {w.data, w.scales, w.biases, w.tensor_scale, out};
   d.params = param_bytes(p);
   plan.dispatches.push_back(d);
   return plan;
@@ -214,6 +231,46 @@ Plan plan_quantize_activations(const quant::ActQuantArgs& a) {
     unit_grid(d, a.cols / block, a.rows);
   }
   d.buffers = {x, xq, sx};
+  d.params = param_bytes(p);
+  plan.dispatches.push_back(d);
+  return plan;
+}
+
+Plan plan_matmul(const quant::MatmulArgs& a) {
+  Plan plan;
+  const quant::DequantArgs& w = a.w;
+  if (!float_dtype(a.dtype)) plan.error = "no Metal matmul kernel for this dtype";
+  else if (!fits({a.m, w.rows, w.cols, a.x_stride, a.out_stride, w.data_stride, w.scales_stride, w.biases_stride,
+                  w.group}))
+    plan.error = "sizes or strides out of range (the Metal kernels take them in [0, 2^32))";
+  if (!plan.error.empty() || a.m == 0 || w.rows == 0) return plan;
+
+  MatmulParams p{};
+  p.w = weight_params(w);
+  p.m = std::uint32_t(a.m);
+  p.x_stride = std::uint32_t(a.x_stride);
+  p.out_stride = std::uint32_t(a.out_stride);
+  p.has_bias = a.bias ? 1u : 0u;
+
+  const bool gemv = a.m <= QMM_GEMV_MAX_ROWS;
+  Dispatch d;
+  d.kernel = std::string(gemv ? "matmul_" : "matmul_gemm_") + (a.dense ? "dense" : quant::info(w.format).name) +
+             "_" + dtype_suffix(a.dtype);
+  if (gemv) {
+    d.threads[0] = 32 * QMM_GEMV_SIMDGROUPS;
+    d.threadgroups[0] = std::uint32_t((w.rows + QMM_GEMV_SIMDGROUPS - 1) / QMM_GEMV_SIMDGROUPS);
+  } else {
+    d.threads[0] = QMM_GEMM_THREADS;
+    d.threadgroups[0] = std::uint32_t((w.rows + QMM_TILE - 1) / QMM_TILE);
+    d.threadgroups[1] = std::uint32_t((a.m + QMM_TILE - 1) / QMM_TILE);
+  }
+  const std::int64_t w_row_bytes =
+      a.dense ? Format(a.dtype).bytes(w.cols) : quant::info(w.format).blocks.bytes(w.cols);
+  const WeightRefs wr = weight_refs(plan, w, w_row_bytes);
+  const BufferRef x = plan.array(a.x, row_bytes(a.m, w.cols, a.x_stride, a.dtype));
+  const BufferRef bias = a.bias ? plan.array(a.bias, row_bytes(1, w.rows, 1, a.dtype)) : x;
+  const BufferRef out = plan.array(a.out, row_bytes(a.m, w.rows, a.out_stride, a.dtype), true);
+  d.buffers = {wr.data, wr.scales, wr.biases, wr.tensor_scale, x, bias, out};
   d.params = param_bytes(p);
   plan.dispatches.push_back(d);
   return plan;

@@ -13,6 +13,8 @@ namespace braze::metal {
 Plan plan_dequantize(const quant::DequantArgs& a);
 Plan plan_quantize(const quant::QuantArgs& a);
 Plan plan_quantize_activations(const quant::ActQuantArgs& a);
+// matmul: the GEMV kernel for m <= QMM_GEMV_MAX_ROWS (16) rows of x, the GEMM kernel beyond.
+Plan plan_matmul(const quant::MatmulArgs& a);
 
 // Whether Metal quantizes format f (the formats of plan_quantize).
 bool metal_quantizes(quant::QFormat f);

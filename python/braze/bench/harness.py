@@ -198,10 +198,14 @@ def _max_err(result, ref):
     return max(errs) if errs else 0.0
 
 
-def select_shapes(spec, full):
+def select_shapes(spec, full, backend="cpu"):
+    """(kind, shape) pairs to time: the spec's "<backend>:decode" / "<backend>:prefill"
+    lists where it has any for this backend, else its plain "decode" / "prefill"."""
+    own = {k.split(":", 1)[1]: v for k, v in spec.bench_shapes.items() if k.startswith(backend + ":")}
+    table = own or spec.bench_shapes
     shapes = []
     for kind in ("decode", "prefill"):
-        s = spec.bench_shapes.get(kind, [])
+        s = table.get(kind, [])
         shapes += [(kind, tuple(x)) for x in (s if full else s[:1])]
     return shapes
 
@@ -221,7 +225,7 @@ def run(family=None, op=None, backend="cpu", dtype=None, full=False, json_path=N
     ceil = Ceiling(backend)
     report = {"device": device_name(backend), "backend": backend, "commit": commit(),
               "ceiling_gbs": None, "rows": []}
-    work = [(s, d, k, sh) for s in specs for d in dtypes if d in s.dtypes for k, sh in select_shapes(s, full)]
+    work = [(s, d, k, sh) for s in specs for d in dtypes if d in s.dtypes for k, sh in select_shapes(s, full, backend)]
     bar = Progress(len(work), progress and sys.stderr.isatty())
     rng = np.random.default_rng(0)
     for spec, dt, kind, shape in work:

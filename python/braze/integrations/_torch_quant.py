@@ -48,8 +48,18 @@ def quantize_activations(x: "Array", format: str, *, out: "Optional[Tuple[Array,
     return _quant.quantize_activations(x, format, out=out)
 
 
+def matmul(x: "Array", data: "Array", scales: "Optional[Array]" = None, biases: "Optional[Array]" = None,
+           tensor_scale: "Optional[Array]" = None, *, format: str = "", bias: "Optional[Array]" = None,
+           group_size: "Optional[int]" = None, out: "Optional[Array]" = None) -> "Array":
+    """braze.quant.matmul on a QuantizedTensor's arrays (format "": ``data`` is a dense
+    weight of x's dtype): ``x [..., K] @ W.T (+ bias)``."""
+    return _quant._matmul_raw(x, data, scales, biases, tensor_scale, format=format, bias=bias,
+                              group_size=group_size, out=out)
+
+
 # native entry point (QuantSpec.native) -> the function its torch op runs (and takes the schema of)
-ENTRIES = {"dequantize": dequantize, "quantize": quantize, "quantize_activations": quantize_activations}
+ENTRIES = {"dequantize": dequantize, "quantize": quantize, "quantize_activations": quantize_activations,
+           "matmul": matmul}
 
 _DTYPE_NAMES = {}
 
@@ -82,5 +92,11 @@ def substitutes(call):
     def traced_quantize_activations(x, format, *, out=None):
         return call("quantize_activations", x, format, out=out)
 
+    def traced_matmul(x, qw, *, bias=None, out=None):
+        if isinstance(qw, _quant.QuantizedTensor):
+            return call("matmul", x, qw.data, qw.scales, qw.biases, qw.tensor_scale, format=qw.format, bias=bias,
+                        group_size=qw.group_size, out=out)
+        return call("matmul", x, qw, format="", bias=bias, out=out)
+
     return {_quant.dequantize: traced_dequantize, _quant.quantize: traced_quantize,
-            _quant.quantize_activations: traced_quantize_activations}
+            _quant.quantize_activations: traced_quantize_activations, _quant.matmul: traced_matmul}

@@ -5,6 +5,7 @@ codec shared by every backend.
 :class:`QuantizedTensor`; ``dequantize(qw)`` turns it back into float32 /
 float16 / bfloat16 ``[N, K]``; ``QuantizedTensor.from_gguf`` wraps the bytes of
 a GGUF tensor without copying, and ``load_gguf(path)`` memory-maps a whole file.
+``matmul(x, qw)`` is ``x @ W.T`` reading the packed weight itself (docs/quant.md).
 
 Why kernels: a GGML block is a handful of bit fields and one or two scales; a
 composition of array ops makes an intermediate array per field (nibbles, high
@@ -30,7 +31,7 @@ if _TYPE_CHECKING:
 
     from .._typing import Array
 
-__all__ = ["QuantizedTensor", "quantize", "dequantize", "load_gguf", "formats", "quantize_activations"]
+__all__ = ["QuantizedTensor", "quantize", "dequantize", "matmul", "load_gguf", "formats", "quantize_activations"]
 
 _OUT_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -115,3 +116,84 @@ def _quantize_raw(w, *, format, out=None):
         c.out(out, None, "out")
     c.kernel(format, c.arg(w, "w"), c.arg(out, "data"), None, None, None, 0, 0, c.stream)
     return c.result(out)
+
+
+def matmul(x: "Array", qw: "QuantizedTensor | Array", *, bias: "Optional[Array]" = None,
+           out: "Optional[Array]" = None) -> "Array":
+    """``x @ W.T (+ bias)``: ``x [..., K]`` (any leading axes; rows may be strided)
+    float32 / float16 / bfloat16, ``W [N, K]`` a QuantizedTensor of any format (read
+    packed: never dequantized to memory) or a plain float array of x's dtype. Returns
+    ``[..., N]`` of x's dtype: float32 accumulation, ``bias [N]`` (x's dtype) added in
+    float32, one rounding. 1-16 rows take a GEMV path, more a GEMM path. ``out``: an
+    array of that shape and dtype (written and returned)."""
+    if isinstance(qw, QuantizedTensor):
+        fmt, (n, k) = qw.format, qw.shape
+        data, scales, biases, tensor_scale, group = qw.data, qw.scales, qw.biases, qw.tensor_scale, qw.group_size
+    else:
+        if not hasattr(qw, "shape") or not hasattr(qw, "__dlpack__"):
+            raise TypeError(f"qw must be a QuantizedTensor or a float array [N, K], got {type(qw).__name__}")
+        if len(qw.shape) != 2:
+            raise ValueError(f"qw must be [N, K], got shape {tuple(qw.shape)}")
+        fmt, (n, k) = "", (int(qw.shape[0]), int(qw.shape[1]))
+        data, scales, biases, tensor_scale, group = qw, None, None, None, None
+        xd, wd = _name_of_dtype(x, "x"), _name_of_dtype(qw, "qw")
+        if xd != wd:
+            raise TypeError(f"qw (a dense weight) must have x's dtype {xd}, got {wd}")
+    shape = tuple(getattr(x, "shape", ()))
+    if not shape:
+        raise ValueError(f"x must be [..., K] with at least one axis, got shape {shape}")
+    if shape[-1] != k:
+        raise ValueError(f"x: K = {shape[-1]} (its last axis) does not match the weight's K = {k} (qw [{n}, {k}])")
+    return _matmul_raw(x, data, scales, biases, tensor_scale, format=fmt, bias=bias, group_size=group, out=out)
+
+
+def _name_of_dtype(a, name):
+    from .._arrays import framework
+
+    return framework(a, name).dtype_name(a)
+
+
+def _rows_of(a, m, n, name):
+    """``a [..., n]`` as ``[m, n]`` sharing its memory (out= arrays are written through it)."""
+    if len(a.shape) == 2:
+        return a
+    if type(a).__module__.split(".")[0] == "torch":
+        try:
+            return a.view(m, n)
+        except RuntimeError:
+            pass
+    else:
+        try:
+            v = a.view()
+            v.shape = (m, n)
+            return v
+        except (AttributeError, ValueError):
+            pass
+    raise ValueError(f"{name}'s leading axes must merge into one without a copy (its rows [{m}, {n}])")
+
+
+def _matmul_raw(x, data, scales=None, biases=None, tensor_scale=None, *, format="", bias=None, group_size=None,
+                out=None):
+    """matmul on the arrays themselves (the registry's and the torch op's entry point):
+    format "" is a dense ``data [N, K]``."""
+    c = _Call("matmul", x, "x")
+    shape = tuple(x.shape)
+    if len(shape) < 1:
+        raise ValueError("x must be [..., K] with at least one axis, got a 0-d array")
+    if format:
+        _format_info(format)  # ValueError naming the format before anything else
+    if c.kernel is None:
+        return c.fallback(_ref.matmul, (x, data, scales, biases, tensor_scale, bias),
+                          dict(format=format, group_size=group_size), out)
+    lead, k, n = shape[:-1], shape[-1], int(data.shape[0])
+    m = 1
+    for s in lead:
+        m *= int(s)
+    if out is not None and tuple(out.shape) != lead + (n,):
+        raise ValueError(f"out must have shape {lead + (n,)} (x's leading axes, N), got {tuple(out.shape)}")
+    y = c.out(out, lead + (n,))
+    x2 = x if len(shape) == 2 else x.reshape(m, k)
+    c.kernel(format, c.arg(x2, "x"), c.arg(data, "data"), c.arg(scales, "scales"), c.arg(biases, "biases"),
+             c.arg(tensor_scale, "tensor_scale"), c.arg(bias, "bias"), c.arg(_rows_of(y, m, n, "out"), "out"),
+             group_size or 0, c.stream)
+    return c.result(y)

@@ -250,3 +250,38 @@ def quantize_ggml(w, format):
     parts.append((q[..., :16] & 15) | ((q[..., 16:] & 15) << 4))
     out = np.concatenate(parts, axis=-1)
     return out.reshape(n, k // 32 * out.shape[-1])
+
+
+# ---------------------------------------------------------------- matmul
+def _host(a):
+    """A float / integer array on the host as numpy (torch bfloat16 through float32, exactly)."""
+    if a is None:
+        return None
+    if type(a).__module__.split(".")[0] == "torch":
+        a = a.detach().cpu()
+        return (a.float() if a.dtype.is_floating_point else a).numpy()
+    return np.asarray(a)
+
+
+def matmul(x, data, scales=None, biases=None, tensor_scale=None, bias=None, *, format="", group_size=None):
+    """``x [..., K] @ W.T (+ bias [N])`` -> ``[..., N]`` in x's dtype. ``W [N, K]``:
+    ``data`` itself when ``format`` is "" (a dense weight), else its dequantized
+    float32 values (this module's decode for the GGML formats, quant_mx's for the
+    others) widened to float64, exactly. The product and the bias in float64, one
+    rounding to x's dtype."""
+    xp = namespace(x)
+    k = x.shape[-1]
+    if not format:
+        w = xp.astype(data, xp.float64)
+    elif format in BLOCKS:
+        w = dequantize(data, format=format, dtype="float64")
+    else:
+        from . import quant_mx
+
+        w64 = quant_mx.dequantize(_host(data), _host(scales), _host(biases), _host(tensor_scale), format=format, k=k,
+                                  group_size=group_size).astype(np.float64)
+        w = xp.asarray(w64, device=_dev(x))
+    y = xp.matmul(xp.astype(x, xp.float64), xp.permute_dims(w, (1, 0)))
+    if bias is not None:
+        y = y + xp.astype(bias, xp.float64)
+    return xp.astype(y, x.dtype)

@@ -1,6 +1,7 @@
 """OpSpecs of the quant family: one ``dequantize_<format>`` and, where it
 quantizes with a reference of its own, ``quantize_<format>`` per format, all
-served by the native ``dequantize`` / ``quantize`` entry points.
+served by the native ``dequantize`` / ``quantize`` entry points; ``matmul_<format>``
+(served by ``matmul``) in specs/quant_matmul.py.
 
 Shapes are the weight's ``[N, K]``. Inputs of dequantize are random GGUF blocks
 whose float16 scale fields hold sane values (random bytes elsewhere: every bit
@@ -140,3 +141,4 @@ for _fmt in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
     ))
 
 from . import quant_mx  # noqa: E402,F401  the split formats and quantize_activations
+from . import quant_matmul  # noqa: E402,F401  matmul of every format

@@ -7,7 +7,7 @@
 // scale from buffers 1..3 (the plan binds `data` there when absent).
 #include <metal_stdlib>
 
-#include "quant_codec.h"
+#include "quant_decode.h"
 
 using namespace metal;
 
@@ -20,51 +20,12 @@ template <typename T, int F>
                                   constant QuantParams& p [[buffer(5)]],
                                   uint2 gid [[thread_position_in_grid]]) {
   const uint chunk = gid.x, r = gid.y;
-  const bool scaled = F == QF_FP8_E4M3 || F == QF_FP8_E5M2 || F == QF_INT8;  // any K: a last partial chunk
+  const bool scaled = QAnyK<F>::v;  // any K: a last partial chunk
   if (r >= p.rows || chunk >= (p.cols + QUANT_CHUNK - 1) / QUANT_CHUNK) return;
   const ulong k0 = ulong(chunk) * QUANT_CHUNK;
   const uint n = scaled ? min(uint(QUANT_CHUNK), p.cols - uint(k0)) : uint(QUANT_CHUNK);
-  device const uchar* row = data + ulong(r) * p.data_stride;
   float v[8];
-  if (F <= QF_IQ4_XS || F == QF_MXFP4_GGUF || F == QF_NVFP4_GGUF) {
-    qdecode_blocks8<F>(row, k0, v);
-  } else if (F >= QF_MXFP4 && F <= QF_MXFP8_E5M2) {
-    const uint bits = F == QF_MXFP4 ? 4u : F <= QF_MXFP6_E3M2 ? 6u : 8u;
-    uint c[8];
-    if (bits == 4u) qunpack8<4>(row, k0, c);
-    else if (bits == 6u) qunpack8<6>(row, k0, c);
-    else qunpack8<8>(row, k0, c);
-    const float x = qe8m0_to_f32(scales[ulong(r) * p.scales_stride + k0 / 32ul]);
-    for (int j = 0; j < 8; ++j) v[j] = qdecode_elem<QMxElem<F>::e>(c[j]) * x;
-  } else if (F == QF_NVFP4) {
-    const float s = qdecode_elem<QE_E4M3>(scales[ulong(r) * p.scales_stride + k0 / 16ul]);
-    const float t = tensor_scale[0];
-    device const uchar* q = row + k0 / 2ul;
-    for (int j = 0; j < 4; ++j) {
-      v[2 * j] = qdecode_elem<QE_E2M1>(q[j] & 15u) * s * t;
-      v[2 * j + 1] = qdecode_elem<QE_E2M1>(q[j] >> 4) * s * t;
-    }
-  } else if (scaled) {
-    device const float* sc = (device const float*)scales;
-    const float s = sc[qfp8_scale_index(p.group, r, k0, p.cols, p.scales_stride)];
-    for (uint j = 0; j < n; ++j)
-      v[j] = (F == QF_INT8 ? float(char(row[k0 + j])) : qdecode_elem<QMxElem<F>::e>(row[k0 + j])) * s;
-  } else {  // affine
-    const ulong gi = ulong(r) * p.scales_stride + k0 / ulong(p.group);
-    const ulong bi = ulong(r) * p.biases_stride + k0 / ulong(p.group);
-    const float s = qload_sdt(scales, gi, p.scales_dtype), bias = qload_sdt(biases, bi, p.scales_dtype);
-    uint c[8];
-    if (F == QF_AFFINE2) qunpack8<2>(row, k0, c);
-    else if (F == QF_AFFINE3) qunpack8<3>(row, k0, c);
-    else if (F == QF_AFFINE4) qunpack8<4>(row, k0, c);
-    else if (F == QF_AFFINE5) qunpack8<5>(row, k0, c);
-    else if (F == QF_AFFINE6) qunpack8<6>(row, k0, c);
-    else qunpack8<8>(row, k0, c);
-    for (int j = 0; j < 8; ++j) {
-      const float q = s * float(c[j]);
-      v[j] = q + bias;
-    }
-  }
+  qdecode_chunk<F>(data, scales, biases, tensor_scale, p, r, k0, n, v);
   device T* o = out + ulong(r) * p.x_stride + k0;
   for (uint j = 0; j < n; ++j) o[j] = static_cast<T>(v[j]);
 }

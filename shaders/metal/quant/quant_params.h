@@ -77,3 +77,19 @@ struct QuantParams {
   quant_u32 region_rows;    // amax kernels: the rows x cols one scale covers
   quant_u32 region_cols;
 };
+
+// matmul (matmul.metal, plan_matmul). A dense weight takes the place of a
+// format id (it is no format of the table: the plans static_assert the count).
+#define QF_DENSE 100
+#define QMM_GEMV_MAX_ROWS 16   // rows of x up to which the GEMV path runs; more: GEMM
+#define QMM_GEMV_SIMDGROUPS 4  // GEMV: one W row per simdgroup, 4 per threadgroup
+#define QMM_TILE 32            // GEMM: a 32 x 32 tile of out per threadgroup, K in steps of 32
+#define QMM_GEMM_THREADS 128   // GEMM: 4 simdgroups, each a 16 x 16 quarter of the tile
+
+struct MatmulParams {
+  QuantParams w;         // W [N, K]: rows = N, cols = K, data / scales / biases strides, group, scales dtype
+  quant_u32 m;           // rows of x and out
+  quant_u32 x_stride;    // elements
+  quant_u32 out_stride;  // elements
+  quant_u32 has_bias;
+};

@@ -1,0 +1,129 @@
+"""OpSpecs of braze.quant.matmul: ``matmul_<format>`` for every weight format and
+``matmul_dense``, all served by the native ``matmul`` entry point.
+
+Shapes are ``(M, N, K)``: x ``[M, K]``, W ``[N, K]``, out ``[M, N]``. M covers the
+GEMV path (1, 3, 16 rows) and the GEMM path (17, 64); N is odd (not a multiple
+of any tile); K is one block, a few blocks and a long row. W is the dequantize
+spec's random packed weight (fp8 codes held below the exponent that makes NaN /
+inf, so that every product is finite); x is Normal(0, 1), bias Normal(0, 1).
+
+Tolerance: the float64 reference rounds once; the kernels sum in float32, so
+their error grows like sqrt(K) * |x| * |W| ulp(f32): testing.compare's
+``atol * max(1, rms(ref))`` term is exactly that scale (rms of a random dot
+product is sqrt(K) * rms(x) * rms(W)). Half-precision outputs add one rounding
+(rtol). See docs/quant.md.
+
+Bench shapes: an 8B model's MLP down projection, N x K = 4096 x 14336, at M = 1
+and 8 (decode) and 4096 (prefill), all timed as GPU time on CUDA; the CPU times
+N x K = 4096 x 4096 at M = 1, 8 and 64. Bytes: the packed weight read once, x read, out written.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import quant
+from .._spec import register
+from . import quant_mx as mx
+from ._inputs import itemsize, rows
+from .quant import QuantSpec, random_blocks
+from ..reference import quant as ref
+
+MATMUL_TOL = {"float32": (2e-5, 2e-5), "float16": (1e-3, 1.5e-3), "bfloat16": (8e-3, 8e-3)}
+# On CUDA every row is a "prefill" row (GPU time), the GEMV rows too: their goal
+# is the weight read rate, which per-call Python overhead would hide. The CPU
+# times a 4096 x 4096 weight (a prefill of 4096 rows would take minutes there).
+_DOWN = [(1, 4096, 14336), (8, 4096, 14336), (4096, 4096, 14336)]
+MATMUL_BENCH = {"decode": _DOWN[:2], "prefill": _DOWN[2:], "cuda:prefill": _DOWN,
+                "cpu:decode": [(1, 4096, 4096), (8, 4096, 4096)], "cpu:prefill": [(64, 4096, 4096)]}
+BACKENDS = ("cpu", "cuda", "metal")
+_CASES = ({"bias": False}, {"bias": True})
+
+
+def _block(fmt):
+    if fmt == "dense":
+        return 1
+    return ref.BLOCKS[fmt][0] if fmt in ref.BLOCKS else mx._BLOCK[fmt]
+
+
+def _finite_fp8(fmt, data):
+    """fp8 element codes with the top exponent bit cleared: no NaN / inf, |value| < 2."""
+    mask = {"fp8_e4m3": 0xBF, "mxfp8_e4m3": 0xBF, "fp8_e5m2": 0xBF, "mxfp8_e5m2": 0xBF}.get(fmt)
+    if mask is not None:
+        data &= np.uint8(mask)
+    return data
+
+
+def weight(fmt, n, k, dtype, rng, strided=False):
+    """(data, scales, biases, tensor_scale, group_size) of a random W [n, k] in ``fmt``."""
+    if fmt == "dense":
+        return rows((n, k), dtype, rng, strided, scale=0.5), None, None, None, None
+    if fmt in ref.BLOCKS:
+        return random_blocks(fmt, n, k, rng, strided), None, None, None, None
+    arrays, kw = mx._deq_inputs(fmt)((n, k), dtype, rng, {}, strided)
+    data, rest = _finite_fp8(fmt, arrays[0]), list(arrays[1:])
+    scales = rest.pop(0) if rest else None
+    biases = rest.pop(0) if fmt.startswith("affine") else None
+    tensor_scale = rest.pop(0) if fmt == "nvfp4" else None
+    return data, scales, biases, tensor_scale, kw.get("group_size")
+
+
+def matmul_arrays(x, data, scales=None, biases=None, tensor_scale=None, *, format="", bias=None, group_size=None,
+                  out=None):
+    """braze.quant.matmul on a weight's arrays (format "" a dense ``data``)."""
+    return quant._matmul_raw(x, data, scales, biases, tensor_scale, format=format, bias=bias, group_size=group_size,
+                             out=out)
+
+
+def matmul_reference(x, data, scales=None, biases=None, tensor_scale=None, *, format="", bias=None, group_size=None):
+    return ref.matmul(x, data, scales, biases, tensor_scale, bias, format=format, group_size=group_size)
+
+
+def _inputs(fmt):
+    def make(shape, dtype, rng, case, strided):
+        m, n, k = shape
+        data, scales, biases, tensor_scale, group = weight(fmt, n, k, dtype, rng, strided)
+        x = rows((m, k), dtype, rng, strided)
+        b = rows((n,), dtype, rng) if case.get("bias") else None
+        return (x, data, scales, biases, tensor_scale), dict(format="" if fmt == "dense" else fmt, bias=b,
+                                                               group_size=group)
+    return make
+
+
+def weight_bytes(fmt, n, k, dtype):
+    if fmt == "dense":
+        return n * k * itemsize(dtype)
+    if fmt in ref.BLOCKS:
+        block, nbytes = ref.BLOCKS[fmt]
+        return n * (k // block) * nbytes
+    return n * mx._bytes_per_row(fmt, k)
+
+
+def _cost(fmt):
+    def cost(shape, dtype, case):
+        m, n, k = shape
+        io = (m * k + m * n + (n if case.get("bias") else 0)) * itemsize(dtype)
+        return weight_bytes(fmt, n, k, dtype) + io, 2 * m * n * k
+    return cost
+
+
+def _shapes(block):
+    k = max(block, 32)
+    return ((1, 7, 4 * k), (3, 9, 2 * k), (16, 5, 3 * k), (17, 33, 2 * k), (64, 19, 4 * k))
+
+
+def _edges(block):
+    k = max(block, 32) if block > 1 else 37
+    return ((1, 3, block if block > 1 else 1), (2, 1, k), (0, 4, k), (3, 0, k), (5, 7, 8 * max(block, 32) * 8),
+            (33, 17, block if block > 1 else 5))
+
+
+FORMATS = ["dense"] + list(ref.BLOCKS) + list(mx._BLOCK)
+
+for _fmt in FORMATS:
+    _b = _block(_fmt)
+    register(QuantSpec(
+        family="quant", name=f"matmul_{_fmt}", fn=matmul_arrays, reference=matmul_reference,
+        make_inputs=_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_cost(_fmt), backends=BACKENDS,
+        tol=dict(MATMUL_TOL), cases=_CASES, shapes=_shapes(_b), edge_shapes=_edges(_b),
+        bench_shapes=MATMUL_BENCH, layouts=("contiguous", "strided", "broadcast", "misaligned"), native="matmul",
+    ))

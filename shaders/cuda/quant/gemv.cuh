@@ -1,0 +1,214 @@
+// out[m, n] = sum_k x[m, k] W[n, k] (+ bias[n]) for few rows of x (m <= 16):
+// the read of W is the whole cost, so W is streamed once and every x row is
+// applied to each decoded chunk while it sits in registers.
+//
+// A CTA of 8 warps owns 16 rows of W (a warp two: each staged x value is
+// read once from shared memory for both). K goes by in slabs; slab s + 1 is
+// in flight while slab s is used (two buffers):
+//   W: each warp copies its rows' bytes (packed, or dense elements) to shared
+//      memory with 16-byte cp.async (4-byte where a row is not 16-byte
+//      aligned), so HBM always has a slab's reads in flight;
+//   x: all threads convert the slab of every x row to f32 in shared memory,
+//      16-element chunks 20 floats apart so the lanes' float4 reads of
+//      consecutive chunks fall in distinct banks.
+// Lane l decodes chunks l, l + 32, ... of its two rows (decode_chunk, from
+// the staged bytes; dense: 16-byte shared loads) and accumulates MT rows of x against them in f32; a warp
+// reduction, the bias and one rounding finish each output.
+#pragma once
+#include "cuda/quant/weights.cuh"
+
+namespace braze::cuda::quant {
+
+struct MmParams {
+  DeqParams w;  // rows N, cols K; dense: data / data_stride (bytes) only
+  const void* x;
+  int64_t x_stride;  // elements
+  const void* bias;  // [N] or null
+  void* out;
+  int64_t out_stride;  // elements
+  int64_t m;
+  bool vec_x;  // x and its row stride 16-byte aligned (GEMV: aligned to 4 elements)
+};
+
+constexpr int kGemvThreads = 256;
+constexpr int kGemvRowsPerWarp = 2;
+constexpr int kGemvRows = kGemvThreads / 32 * kGemvRowsPerWarp;  // rows of W per CTA
+constexpr int kXPitch = 20;  // floats per staged 16-element chunk of x
+
+// A block of W's row as staged: dense rows are 1-element blocks of T.
+template <class Wt, class T> constexpr int gemv_block() {
+  if constexpr (Wt::dense) return 1;
+  else return Wt::block;
+}
+template <class Wt, class T> constexpr int gemv_block_bytes() {
+  if constexpr (Wt::dense) return int(sizeof(T));
+  else return Wt::block_bytes;
+}
+// K elements per slab: long for one row (more bytes in flight), shorter as
+// the staged x rows grow, and at most 2 KB of a dense row; always a multiple
+// of 512 (every block size, and 16 elements for each of 32 lanes).
+template <class Wt, class T, int MT> constexpr int gemv_slab() {
+  constexpr int ks = MT <= 1 ? 2048 : MT == 2 ? 1024 : 512;
+  constexpr int cap = Wt::dense ? 2048 / int(sizeof(T)) : ks;
+  return ks < cap ? ks : cap;
+}
+template <class Wt, class T, int MT> constexpr int gemv_row_pitch() {
+  constexpr int KS = gemv_slab<Wt, T, MT>();
+  return (KS / gemv_block<Wt, T>() * gemv_block_bytes<Wt, T>() + 15) / 16 * 16;
+}
+template <class Wt, class T, int MT> constexpr int gemv_smem_bytes() {
+  constexpr int KS = gemv_slab<Wt, T, MT>();
+  return 2 * MT * (KS / kChunk * kXPitch) * 4 + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT>();
+}
+
+// n (<= 16) elements of T from shared memory (16-byte aligned) as floats, zeros past n.
+template <class T> __device__ __forceinline__ void shared_chunk(const T* src, float (&w)[kChunk], int n) {
+  if (n >= kChunk) {
+    constexpr int kWords = kChunk * int(sizeof(T)) / 16;
+    union {
+      uint4 u[kWords];
+      T e[kChunk];
+    } v;
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) v.u[i] = reinterpret_cast<const uint4*>(src)[i];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) w[i] = in_f32(v.e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) w[i] = i < n ? in_f32(src[i]) : 0.f;
+  }
+}
+
+// Four elements of x as floats (zeros past n); vec: src aligned to 4 elements.
+template <class T> __device__ __forceinline__ float4 load4(const T* src, int n, bool vec) {
+  if constexpr (sizeof(T) == 4) {
+    if (vec && n >= 4) return __ldg(reinterpret_cast<const float4*>(src));
+  } else {
+    if (vec && n >= 4) {
+      union {
+        uint2 u;
+        T e[4];
+      } v;
+      v.u = __ldg(reinterpret_cast<const uint2*>(src));
+      return make_float4(in_f32(v.e[0]), in_f32(v.e[1]), in_f32(v.e[2]), in_f32(v.e[3]));
+    }
+  }
+  return make_float4(n > 0 ? in_f32(src[0]) : 0.f, n > 1 ? in_f32(src[1]) : 0.f, n > 2 ? in_f32(src[2]) : 0.f,
+                     n > 3 ? in_f32(src[3]) : 0.f);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <class Wt, class T, int MT>
+__global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(const MmParams p) {
+  constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / kChunk * kXPitch, WP = gemv_row_pitch<Wt, T, MT>();
+  constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* xbuf = reinterpret_cast<float*>(smem);  // [2][MT][XS]
+  uint8_t* wbuf = smem + 2 * MT * XS * 4;        // [2][kGemvRows][WP]
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  const int64_t K = p.w.cols, N = p.w.rows;
+  const int64_t r0 = int64_t(blockIdx.x) * kGemvRows + warp * kGemvRowsPerWarp;  // this warp's first row
+  const int mrows = int(p.m);
+  const int64_t nslab = (K + KS - 1) / KS;
+
+  auto stage = [&](int64_t s, int buf) {
+    const int64_t k0 = s * KS;
+    const int kn = int(K - k0 < KS ? K - k0 : KS);
+#pragma unroll
+    for (int j = 0; j < kGemvRowsPerWarp; ++j) {
+      const int64_t r = r0 + j;
+      if (r < N)
+        stage_async(wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp + j) * WP,
+                    p.w.data + r * p.w.data_stride + k0 / B * BB, kn / B * BB, lane, 32);
+    }
+    cp_async_commit();
+    float* xb = xbuf + buf * MT * XS;
+    for (int g = int(threadIdx.x); g < MT * (KS / 4); g += kGemvThreads) {
+      const int mm = g / (KS / 4), kk = (g - mm * (KS / 4)) * 4;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (mm < mrows) v = load4<T>(static_cast<const T*>(p.x) + mm * p.x_stride + k0 + kk, kn - kk, p.vec_x);
+      *reinterpret_cast<float4*>(xb + mm * XS + kk / kChunk * kXPitch + kk % kChunk) = v;
+    }
+  };
+
+  float acc[kGemvRowsPerWarp][MT];
+#pragma unroll
+  for (int j = 0; j < kGemvRowsPerWarp; ++j)
+#pragma unroll
+    for (int mm = 0; mm < MT; ++mm) acc[j][mm] = 0.f;
+
+  if (nslab > 0) stage(0, 0);
+  for (int64_t s = 0; s < nslab; ++s) {
+    const int buf = int(s & 1);
+    if (s + 1 < nslab) stage(s + 1, buf ^ 1);
+    if (s + 1 < nslab) cp_async_wait<1>();
+    else cp_async_wait<0>();
+    __syncthreads();  // slab s (bytes and x) visible to every warp
+
+    const int64_t k0 = s * KS;
+    const int kn = int(K - k0 < KS ? K - k0 : KS);
+    const float* xb = xbuf + buf * MT * XS;
+    for (int c = lane; c * kChunk < kn; c += 32) {
+      const int krel = c * kChunk;
+      float w[kGemvRowsPerWarp][kChunk];
+#pragma unroll
+      for (int j = 0; j < kGemvRowsPerWarp; ++j) {
+        const int64_t r = r0 + j;
+        const uint8_t* staged = wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp + j) * WP;
+        if (r >= N) {
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) w[j][i] = 0.f;
+        } else if constexpr (Wt::dense) {
+          shared_chunk<T>(reinterpret_cast<const T*>(staged) + krel, w[j], kn - krel);
+        } else {
+          decode_chunk<Wt::format>(staged, krel, r, k0, p.w, w[j]);
+          if constexpr (Wt::block == 1) {  // a tail chunk: staged bytes past K are stale
+#pragma unroll
+            for (int i = 0; i < kChunk; ++i)
+              if (krel + i >= kn) w[j][i] = 0.f;
+          }
+        }
+      }
+#pragma unroll
+      for (int mm = 0; mm < MT; ++mm) {
+        if (MT > 1 && mm >= mrows) break;
+        const float4* xv = reinterpret_cast<const float4*>(xb + mm * XS + c * kXPitch);
+#pragma unroll
+        for (int q = 0; q < kChunk / 4; ++q) {
+          const float4 xq = xv[q];
+#pragma unroll
+          for (int j = 0; j < kGemvRowsPerWarp; ++j) {
+            float a = acc[j][mm];
+            a = fmaf(w[j][4 * q], xq.x, a);
+            a = fmaf(w[j][4 * q + 1], xq.y, a);
+            a = fmaf(w[j][4 * q + 2], xq.z, a);
+            a = fmaf(w[j][4 * q + 3], xq.w, a);
+            acc[j][mm] = a;
+          }
+        }
+      }
+    }
+    __syncthreads();  // slab s read before stage(s + 2) overwrites its buffers
+  }
+
+#pragma unroll
+  for (int j = 0; j < kGemvRowsPerWarp; ++j) {
+    const int64_t r = r0 + j;
+#pragma unroll
+    for (int mm = 0; mm < MT; ++mm) {
+      if (MT > 1 && mm >= mrows) break;
+      float v = warp_sum(acc[j][mm]);
+      if (lane == 0 && r < N) {
+        if (p.bias) v += in_f32(static_cast<const T*>(p.bias)[r]);
+        static_cast<T*>(p.out)[mm * p.out_stride + r] = out_of<T>(v);
+      }
+    }
+  }
+}
+
+}  // namespace braze::cuda::quant
