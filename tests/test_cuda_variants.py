@@ -1,7 +1,8 @@
 """The tuning variants of the CUDA ops kernels (docs/cuda.md, "Tuning hooks"):
 each variant is chosen once per process from the environment, so every one
-runs test_cuda.py's own ops tests in a child pytest with its setting. The
-default (0 / 16) is what test_cuda.py itself runs.
+runs test_cuda.py's own ops tests (test_attention.py's for decode) in a child
+pytest with its setting. The default (0 / 16, mma decode) is what those files
+run themselves.
 """
 import os
 import pathlib
@@ -20,9 +21,9 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not READY, reason="no CUDA GP
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def _child(env, select):
+def _child(env, select, path="test_cuda.py"):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
-           str(HERE / "test_cuda.py"), "-k", select]
+           str(HERE / path), "-k", select]
     r = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
     tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
     assert r.returncode == 0, f"{env}: child pytest failed (rc {r.returncode}):\n{tail}"
@@ -38,6 +39,11 @@ def test_variant_silu_gelu_swiglu_embedding(variant):
 @pytest.mark.parametrize("elems", [8, 32])
 def test_variant_hadamard_elems(elems):
     _child({"BRAZE_CUDA_HAD_ELEMS": str(elems)}, "ops_hadamard")
+
+
+def test_variant_decode_simt():
+    """BRAZE_CUDA_DECODE=simt: decode on the attend kernel, against the same references."""
+    _child({"BRAZE_CUDA_DECODE": "simt"}, "cuda_decode_kernel", "test_attention.py")
 
 
 def test_variant_bad_setting_silu_and_mul_raises():

@@ -1,6 +1,9 @@
-// Host launchers of the attention family. Decode and both prefills run the
-// attend kernel (shaders/cuda/attention/attend.cuh): grid x the token (decode:
-// the sequence), y (kv head, chunk of its query heads), z the split. Decode
+// Host launchers of the attention family. Decode of f16 / bf16 with head_dim
+// 64, 80, 96 or 128 and 16-byte aligned K / V runs the decode kernel
+// (shaders/cuda/attention/decode.cuh; BRAZE_CUDA_DECODE=simt forces the attend
+// kernel); everything else runs the attend kernel
+// (shaders/cuda/attention/attend.cuh): grid x the token (decode: the
+// sequence), y (kv head, chunk of its query heads), z the split. Decode
 // splits its keys over `splits` CTAs, a count fixed from the batch, the head
 // counts and the block table's capacity (never from kv_lens, which stays on
 // the device), and merges the partial states with a second kernel; prefill
@@ -15,8 +18,12 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "cuda/attention/attend.cuh"
+#include "cuda/attention/decode.cuh"
 #include "cuda/attention/flash.cuh"
 #include "cuda/attention/small.cuh"
 #include "cuda/runtime.cuh"
@@ -36,6 +43,7 @@ using braze::attention::PrefillArgs;
 constexpr int kElemThreads = 256;
 constexpr int64_t kMaxSplits = 64;
 constexpr int64_t kMinKeysPerSplit = 256;
+constexpr int64_t kDecodeMinKeysPerSplit = 128;  // 2 tiles of 16 keys for each of the decode kernel's 4 warps
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -191,6 +199,100 @@ bool flash(DType t, const AttendParams& p, int64_t dim, cudaStream_t s) {
   return false;
 }
 
+// BRAZE_CUDA_DECODE: unset, empty or "mma" (default) lets decode take the
+// decode kernel where it applies; "simt" keeps the attend kernel. Read once.
+bool decode_simt() {
+  static const bool simt = [] {
+    const char* v = std::getenv("BRAZE_CUDA_DECODE");
+    if (v == nullptr || *v == 0 || std::strcmp(v, "mma") == 0) return false;
+    if (std::strcmp(v, "simt") == 0) return true;
+    throw ValueError(std::string("BRAZE_CUDA_DECODE must be 'mma' or 'simt', got '") + v + "'");
+  }();
+  return simt;
+}
+
+// The decode kernel: head_dim a multiple of 16 up to 128, 16-byte aligned K / V
+// rows (cp.async), and key indices in 32 bits (capacity at most 2^30 keys).
+template <class T> bool decode_ok(const AttendParams& p, int64_t dim) {
+  return flash_dim_ok(dim) && vector_ok<T>(p) && p.block_size <= (int64_t(1) << 30) &&
+         p.max_blocks * p.block_size <= (int64_t(1) << 30);
+}
+
+// Opts `kernel` into `smem` bytes of dynamic shared memory and returns how
+// many of its CTAs a multiprocessor of `device` (current) holds; 0 when the
+// device offers less shared memory than one needs. Once per (kernel, device).
+int decode_ctas_per_sm(const void* kernel, size_t smem, int device) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(kernel, device);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int optin = 0, n = 0;
+  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  if (size_t(optin) >= smem) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+          "attention decode shared memory");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kDecThreads, smem),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  }
+  cache.emplace(key, n);
+  return n;
+}
+
+// The decode kernel's splits: CTAs (units a split) for about one wave of its
+// resident CTAs when the units alone leave SMs idle, each split at least
+// kDecodeMinKeysPerSplit keys of the table's capacity, at most `allowed` (what
+// the workspace holds). Its warps keep 2-3 tiles of 16 keys in flight each, so
+// one wave already has more bytes in flight than HBM needs: more splits would
+// only add merge work.
+int64_t decode_kernel_splits(int64_t units, int64_t slots, int64_t capacity, int64_t allowed) {
+  if (units >= slots) return 1;
+  return std::max<int64_t>(1, std::min({slots / units, ceil_div(capacity, kDecodeMinKeysPerSplit), allowed}));
+}
+
+template <class T, int D>
+bool decode_launch(AttendParams p, int64_t kv_heads, int64_t allowed, int device, cudaStream_t s) {
+  const auto kernel = decode_kernel<T, D>;
+  const size_t smem = decode_smem_bytes<D>();
+  const int per_sm = decode_ctas_per_sm(reinterpret_cast<const void*>(kernel), smem, device);
+  if (per_sm == 0) return false;
+  p.head_chunks = int(ceil_div(p.group, kDecRows));
+  const int64_t units = int64_t(p.batch) * kv_heads * p.head_chunks;
+  if (units > INT_MAX) return false;
+  p.splits = int(decode_kernel_splits(units, int64_t(sm_count(device)) * per_sm, p.max_blocks * p.block_size,
+                                      allowed));
+  kernel<<<dim3(unsigned(units), unsigned(p.splits)), kDecThreads, smem, s>>>(p);
+  check_launch("attention decode");
+  if (p.splits > 1) {
+    merge_splits_kernel<T, D><<<unsigned(p.batch) * unsigned(p.q_heads), kThreads, 0, s>>>(p);
+    check_launch("attention split merge");
+  }
+  return true;
+}
+
+template <class T>
+bool decode_typed(const AttendParams& p, int64_t dim, int64_t kv_heads, int64_t allowed, int device,
+                  cudaStream_t s) {
+  switch (dim) {
+    case 64: return decode_launch<T, 64>(p, kv_heads, allowed, device, s);
+    case 80: return decode_launch<T, 80>(p, kv_heads, allowed, device, s);
+    case 96: return decode_launch<T, 96>(p, kv_heads, allowed, device, s);
+    default: return decode_launch<T, 128>(p, kv_heads, allowed, device, s);
+  }
+}
+
+// Runs the decode kernel and returns true where it applies, with at most
+// `allowed` splits (1 without a workspace).
+bool decode_fast(DType t, const AttendParams& p, int64_t dim, int64_t kv_heads, int64_t allowed, int device,
+                 cudaStream_t s) {
+  if (decode_simt()) return false;
+  if (t == DType::f16 && decode_ok<__half>(p, dim)) return decode_typed<__half>(p, dim, kv_heads, allowed, device, s);
+  if (t == DType::bf16 && decode_ok<__nv_bfloat16>(p, dim))
+    return decode_typed<__nv_bfloat16>(p, dim, kv_heads, allowed, device, s);
+  return false;
+}
+
 template <class K, class P> void launch_elementwise(K kernel, const P& p, int64_t n, cudaStream_t s, const char* what) {
   const int64_t blocks = ceil_div(n, kElemThreads);
   if (blocks > INT_MAX) throw ValueError(std::string("too many elements for one CUDA ") + what + " launch");
@@ -247,6 +349,7 @@ void decode_run(const DecodeArgs& a, uintptr_t stream) {
   if (a.ws.bytes < split_bytes(a.batch, a.q_heads, a.dim, splits) || !aligned16(a.ws.data)) splits = 1;
   p.splits = int(splits);
   p.ws = static_cast<float*>(a.ws.data);
+  if (decode_fast(a.dtype, p, a.dim, a.kv_heads, splits, a.device_id, as_stream(stream))) return;
   attend(a.dtype, p, a.dim, dim3(unsigned(a.batch), unsigned(a.kv_heads * p.head_chunks), unsigned(splits)),
          as_stream(stream));
 }
