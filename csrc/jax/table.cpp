@@ -140,6 +140,10 @@ std::vector<Entry> build() {
        [](Call& c) {
          c.launch(quant::prepare_dequantize(c.s(0), c.i(1), c.a(0), c.a(1), c.a(2), c.a(3), c.a(4), c.i(2)));
        }},
+      {"matmul", "format:s x data scales? biases? tensor_scale? bias? >out group:i",
+       [](Call& c) {
+         c.launch(quant::prepare_matmul(c.s(0), c.a(0), c.a(1), c.a(2), c.a(3), c.a(4), c.a(5), c.a(6), c.i(1)));
+       }},
       {"quantize", "format:s w >data >scales? >biases? >tensor_scale? group:i scale_rule:i",
        [](Call& c) {
          c.launch(quant::prepare_quantize(c.s(0), c.a(0), c.a(1), c.a(2), c.a(3), c.a(4), c.i(1), int(c.i(2))));

@@ -30,7 +30,7 @@ using Launchers = std::tuple<Run<norm::NormArgs>, Run<norm::NormVjpArgs>, Run<ro
                              Run<ops::ActArgs>, Run<ops::EmbeddingArgs>, Run<ops::HadamardArgs>,
                              Run<attention::AppendKvArgs>, Run<attention::DecodeArgs>,
                              Run<attention::PrefillArgs>, Run<attention::MergeArgs>, Run<quant::DequantArgs>,
-                             Run<quant::QuantArgs>, Run<quant::ActQuantArgs>>;
+                             Run<quant::QuantArgs>, Run<quant::ActQuantArgs>, Run<quant::MatmulArgs>>;
 
 // One slot of an entry's declaration: an array read (`x`), an optional one
 // (`weight?`), an array written (`>out`), one read and written in place
