@@ -8,6 +8,9 @@ import pytest
 # the CUDA kernels not yet run on a GPU (braze._call.UNVERIFIED) run in the tests: they are what
 # `pytest -m cuda` verifies; read once when braze._call is imported, so set before that
 os.environ.setdefault("BRAZE_CUDA_UNVERIFIED", "1")
+# JAX takes 75% of the GPU's memory per process unless told otherwise: with
+# pytest-xdist's workers beside torch, the jax tests would run out of memory.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 from braze import _backends, _spec, testing  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
