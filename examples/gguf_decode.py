@@ -230,7 +230,8 @@ def load_model(path: "str | os.PathLike", *, device: str = "cpu", dtype: str = "
 
     path = os.fspath(path)
     place = Placement(device, dtype)
-    cfg = read_config(GGUFReader(path, "r"), path)
+    reader = GGUFReader(path, "r")
+    cfg = read_config(reader, path)
     tensors = quant.load_gguf(path)
 
     def get(name):
@@ -269,10 +270,7 @@ def load_model(path: "str | os.PathLike", *, device: str = "cpu", dtype: str = "
             raise ValueError(f"{path}: rope_freqs.weight has shape {list(factors.shape)}, "
                              f"want [{cfg.rotary_dim // 2}]")
         inv_freq = (inv_freq / factors).astype(np.float32)
-    try:
-        token_strings = GGUFReader(path, "r").fields["tokenizer.ggml.tokens"].contents()
-    except KeyError:
-        token_strings = None
+    token_strings = _field(reader, path, "tokenizer.ggml.tokens", required=False)
     return Model(config=cfg, place=place, token_embd=token_embd, layers=layers,
                  output_norm=_vector(place, get("output_norm.weight"), "output_norm.weight", h, path),
                  output=output, inv_freq=place.put(np.ascontiguousarray(inv_freq, np.float32)),
