@@ -12,7 +12,7 @@ from braze import _spec
 COMPOSITIONS = {"rope": {"frequencies"},  # public functions that are not kernels (docs/design.md)
                 # quant: its registry entries are per format; the public functions take the format
                 "quant": {"QuantizedTensor", "quantize", "dequantize", "load_gguf", "formats",
-                          "quantize_activations"}}
+                          "quantize_activations", "matmul"}}
 
 
 @pytest.mark.parametrize("family", _spec.FAMILIES)

@@ -92,8 +92,9 @@ def test_leading_axes_and_strided_rows(m):
     out = np.full((m, 3, 11), np.nan, np.float32)
     assert quant.matmul(x, qw, out=out) is out
     assert out.tobytes() == got.tobytes()
-    v = quant.matmul(x[0, 0], qw)  # one row, no leading axes
-    assert v.shape == (11,) and v.tobytes() == got[0, 0].tobytes()
+    v = quant.matmul(x[0, 0], qw)  # one row, no leading axes (the GEMV: within tolerance of a GEMM row)
+    assert v.shape == (11,)
+    close(v, got[0, 0], "float32", k)
 
 
 @pytest.mark.parametrize("m", [1, 7, 40])
@@ -144,7 +145,7 @@ def q4(n=3, k=64):
     (lambda o: quant.matmul(np.ones((2, 64), np.float32), np.ones(64, np.float32), out=o), ValueError,
      r"qw must be \[N, K\]"),
     (lambda o: quant.matmul(np.ones((2, 64), np.float32), q4(), bias=np.ones(4, np.float32), out=o), ValueError,
-     r"bias must be .*\[N\]"),
+     r"bias must have shape \(3,\)"),
     (lambda o: quant.matmul(np.ones((2, 64), np.float32), q4(), bias=np.ones(3, np.float16), out=o), TypeError,
      "bias"),
     (lambda o: quant.matmul(np.ones((2, 64), np.float32), q4(), out=np.zeros((2, 4), np.float32)), ValueError,
@@ -166,7 +167,7 @@ def test_bad_input_names_the_argument(call, err, match):
 def test_out_must_view_the_rows():
     qw = q4()
     x = np.ones((2, 2, 64), np.float32)
-    out = np.full((2, 4, 3), np.nan, np.float32)[:, ::2]  # [2, 2, 3], leading axes not mergeable
+    out = np.full((2, 5, 3), np.nan, np.float32)[:, 0:4:2]  # [2, 2, 3]: rows 24 and 60 bytes apart, not mergeable
     with pytest.raises(ValueError, match="out's leading axes must merge"):
         quant.matmul(x, qw, out=out)
     assert np.isnan(out).all()
@@ -174,6 +175,7 @@ def test_out_must_view_the_rows():
 
 def test_torch_tensors_and_compile():
     torch = pytest.importorskip("torch")
+    import braze.integrations.torch  # noqa: F401  (the ops torch.compile traces; docs/torch.md)
     rng = np.random.default_rng(10)
     w = torch.from_numpy(rng.standard_normal((24, 256)).astype(np.float32))
     qw = quant.quantize(w, "q4_K")

@@ -62,6 +62,11 @@ def weight(fmt, n, k, dtype, rng, strided=False):
     arrays, kw = mx._deq_inputs(fmt)((n, k), dtype, rng, {}, strided)
     data, rest = _finite_fp8(fmt, arrays[0]), list(arrays[1:])
     scales = rest.pop(0) if rest else None
+    if fmt in mx._MX_BITS:  # e8m0 block scales of at most 2^0: a K-long dot stays inside float16's range
+        scales = np.minimum(scales, np.uint8(127))
+    elif fmt == "mxfp4_gguf":  # the same for the scale byte that leads each 17-byte block
+        for j in range(0, data.shape[1], 17):
+            data[:, j] = np.minimum(data[:, j], np.uint8(127))
     biases = rest.pop(0) if fmt.startswith("affine") else None
     tensor_scale = rest.pop(0) if fmt == "nvfp4" else None
     return data, scales, biases, tensor_scale, kw.get("group_size")
