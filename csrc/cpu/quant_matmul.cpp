@@ -15,6 +15,9 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "core/quant/affine.h"
 #include "core/quant/fp8.h"
@@ -48,6 +51,19 @@ inline f8 ld8(const float* p) {
   return v;
 }
 inline f8 splat8(float a) { return f8{} + a; }
+// 8 int8 levels as f32: GCC turns __builtin_convertvector(i8x8 -> f8) into 8 scalar conversions.
+inline f8 levels8(const int8_t* q) {
+#if defined(__AVX2__)
+  const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+  f8 v;
+  memcpy(&v, &f, sizeof v);
+  return v;
+#else
+  i8x8 b;
+  memcpy(&b, q, 8);
+  return __builtin_convertvector(b, f8);
+#endif
+}
 inline float hsum8(f8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
@@ -80,6 +96,37 @@ template <QFormat F> struct BlockDec {
   const quant::DequantArgs& a;
   void levels(int64_t r, int64_t k0, int8_t* q, float& d, float& m) const {
     Codec<F>::levels(a.data + r * a.data_stride, k0, q, d, m);
+  }
+};
+
+// q8_0, q4_0, q4_1: a whole block of 32 a chunk, unpacked with vector ops (the
+// codec's levels yield 16 elements at a time, one by one). Same levels, scale
+// and offset as the codec: results are those of BlockDec with chunks of 32.
+typedef uint8_t u8x16 __attribute__((vector_size(16)));
+template <QFormat F> struct Block32Dec {
+  static_assert(F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_1, "32-element GGML blocks");
+  static constexpr int kChunk = 32;
+  static constexpr bool kLevels = true;
+  static constexpr Affine kAffine = Codec<F>::kAffine;
+  static constexpr int64_t kBytes = quant::info(F).blocks.block_bytes;
+  const quant::DequantArgs& a;
+  void levels(int64_t r, int64_t k0, int8_t* q, float& d, float& m) const {
+    const uint8_t* b = a.data + r * a.data_stride + (k0 / 32) * kBytes;
+    d = quant::load_f16(b);
+    if constexpr (F == QFormat::q8_0) {
+      m = 0.f;
+      memcpy(q, b + 2, 32);
+    } else {
+      const int off = F == QFormat::q4_1 ? 4 : 2;
+      m = F == QFormat::q4_1 ? quant::load_f16(b + 2) : 0.f;
+      u8x16 v;
+      memcpy(&v, b + off, 16);
+      // element j < 16: the low nibble of byte j, element j + 16: the high one; q4_0 centres on 8
+      const uint8_t c = F == QFormat::q4_0 ? 8 : 0;
+      const u8x16 lo = (v & 15) - c, hi = (v >> 4) - c;
+      memcpy(q, &lo, 16);
+      memcpy(q + 16, &hi, 16);
+    }
   }
 };
 
@@ -260,11 +307,7 @@ template <class Dec, class D, int MR> void gemv(const quant::MatmulArgs& a, cons
           alignas(16) int8_t q[CH];
           float d, m;
           dec.levels(r, k0, q, d, m);
-          for (int v = 0; v < NV; ++v) {
-            i8x8 b;
-            memcpy(&b, q + 8 * v, 8);
-            w[v] = __builtin_convertvector(b, f8);
-          }
+          for (int v = 0; v < NV; ++v) w[v] = levels8(q + 8 * v);
           const f8 vd = splat8(d);
           for (int i = 0; i < MR; ++i) {
             const float* xi = g.x + i * kp + k0;
@@ -274,7 +317,9 @@ template <class Dec, class D, int MR> void gemv(const quant::MatmulArgs& a, cons
           }
           if constexpr (Dec::kAffine != Affine::mul) {
             const float mm = Dec::kAffine == Affine::mul_add ? m : -m;
-            for (int i = 0; i < MR; ++i) off[i] += mm * g.sums[i * g.chunks + k0 / CH];
+            // an explicit fused multiply-add: the compiler's own contraction differs between
+            // row counts, and each row's result must not depend on the rows beside it
+            for (int i = 0; i < MR; ++i) off[i] = __builtin_fmaf(mm, g.sums[i * g.chunks + k0 / CH], off[i]);
           }
         } else {
           alignas(32) float buf[CH];
@@ -421,6 +466,9 @@ void matmul_run(const quant::MatmulArgs& a) {
   with_float_dtype(a.dtype, [&](auto d) {
     using D = decltype(d);
     if (a.dense) return run_with<DenseDec<D>, D>(a, {a.w});
+    if (a.w.format == QFormat::q8_0) return run_with<Block32Dec<QFormat::q8_0>, D>(a, {a.w});
+    if (a.w.format == QFormat::q4_0) return run_with<Block32Dec<QFormat::q4_0>, D>(a, {a.w});
+    if (a.w.format == QFormat::q4_1) return run_with<Block32Dec<QFormat::q4_1>, D>(a, {a.w});
     switch (a.w.format) {
 #define BRAZE_CASE(name) case QFormat::name: return run_with<BlockDec<QFormat::name>, D>(a, {a.w});
       BRAZE_MATMUL_BLOCK_FORMATS(BRAZE_CASE)
