@@ -1,7 +1,7 @@
 """The tuning variants of the CUDA ops kernels (docs/cuda.md, "Tuning hooks"):
 each variant is chosen once per process from the environment, so every one
 runs test_cuda.py's own ops tests (test_attention.py's for decode) in a child
-pytest with its setting. The default (0 / 16, mma decode) is what those files
+pytest with its setting. The default (act 1, embedding 3, the split Hadamard kernel, mma decode) is what those files
 run themselves.
 """
 import os
@@ -36,9 +36,10 @@ def test_variant_silu_gelu_swiglu_embedding(variant):
            "ops_act or ops_embedding or ops_empty or ops_cuda_graph")
 
 
-@pytest.mark.parametrize("elems", [8, 32])
-def test_variant_hadamard_elems(elems):
-    _child({"BRAZE_CUDA_HAD_ELEMS": str(elems)}, "ops_hadamard")
+@pytest.mark.parametrize("elems", [8, 16, 32])
+def test_variant_hadamard_shuffle_kernel(elems):
+    """BRAZE_CUDA_HAD_SPLIT=0: rows of 64..4096 too on the shuffle kernel, each element count."""
+    _child({"BRAZE_CUDA_HAD_ELEMS": str(elems), "BRAZE_CUDA_HAD_SPLIT": "0"}, "ops_hadamard")
 
 
 def test_variant_decode_simt():

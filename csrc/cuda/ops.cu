@@ -246,6 +246,34 @@ int hadamard_elems() {
   return e;
 }
 
+// BRAZE_CUDA_HAD_SPLIT=0 keeps M = 1 rows of 64..4096 on the shuffle kernel.
+bool hadamard_split() {
+  static const bool v = env_int("BRAZE_CUDA_HAD_SPLIT", 0, 1, 1) == 1;
+  return v;
+}
+
+template <class T, int E, int LG>
+void hadamard_split_launch(const HadamardParams& p, const HadamardLaunch& l, int device, cudaStream_t s) {
+  const auto kernel = hadamard_split_kernel<T, E, LG>;
+  allow_shared(reinterpret_cast<const void*>(kernel), device, l.smem);
+  kernel<<<l.grid, l.block, size_t(l.smem), s>>>(p);
+}
+
+// Rows of 2^logP, 6 <= logP <= 12: E = 2^ceil(logP / 2) elements a thread, 2^(logP - log2 E) threads a row.
+template <class T>
+void hadamard_split_typed(int logP, const HadamardParams& p, const HadamardLaunch& l, int device, cudaStream_t s) {
+  switch (logP) {
+    case 6: return hadamard_split_launch<T, 8, 3>(p, l, device, s);
+    case 7: return hadamard_split_launch<T, 16, 3>(p, l, device, s);
+    case 8: return hadamard_split_launch<T, 16, 4>(p, l, device, s);
+    case 9: return hadamard_split_launch<T, 32, 4>(p, l, device, s);
+    case 10: return hadamard_split_launch<T, 32, 5>(p, l, device, s);
+    case 11: return hadamard_split_launch<T, 64, 5>(p, l, device, s);
+    case 12: return hadamard_split_launch<T, 64, 6>(p, l, device, s);
+    default: throw std::logic_error("hadamard: no split kernel for rows of 2^" + std::to_string(logP));
+  }
+}
+
 template <class F> void by_dtype(DType t, F&& f) {
   switch (t) {
     case DType::f32: return f(float{});
@@ -293,6 +321,32 @@ void hadamard_run(const HadamardArgs& a, uintptr_t stream) {
     throw ValueError("hadamard: n must be m * 2**k with m in {1, 12, 20, 28}, at most 32768, got " +
                      std::to_string(a.n));
   const int P = 1 << logP;
+  DeviceGuard guard(a.device_id);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (M == 1 && logP >= 6 && logP <= 12 && hadamard_split()) {
+    // hadamard_split_kernel: E = 2^ceil(logP / 2) elements a thread, G = P / E threads a row,
+    // R rows a block of at most kHadSplitThreads; rows whose packs are not 16-byte aligned stay below
+    const int E = 1 << ((logP + 1) / 2), logG = logP - (logP + 1) / 2, G = 1 << logG;
+    bool done = false;
+    by_dtype(a.dtype, [&](auto t) {
+      using T = decltype(t);
+      constexpr int V = kVec16<T>;
+      if (!(aligned16(a.x) && aligned16(a.y) && (a.rows == 1 || (a.x_stride % V == 0 && a.y_stride % V == 0))))
+        return;
+      HadamardParams p{};
+      p.x = a.x, p.y = a.y, p.x_stride = a.x_stride, p.y_stride = a.y_stride, p.rows = a.rows;
+      p.R = int(std::min<int64_t>(kHadSplitThreads / G, a.rows));
+      p.groups = ceil_div(a.rows, p.R);
+      p.scale = a.scale, p.M = 1, p.logP = logP, p.logG = logG, p.threads = p.R * G;
+      HadamardLaunch l;
+      l.grid = unsigned(std::min<int64_t>(p.groups, INT_MAX));
+      l.block = unsigned(p.threads);
+      l.smem = int(int64_t(p.R) * (P + E) * int64_t(sizeof(float)));
+      hadamard_split_typed<T>(logP, p, l, a.device_id, s);
+      done = true;
+    });
+    if (done) return check_launch("hadamard");
+  }
   int E = std::min(P, hadamard_elems());
   while (int64_t(M) * (P / E) > kHadThreads) E *= 2;  // E <= 64: M * P <= 32768 = 512 * 64
   int logG = 0;
@@ -321,8 +375,6 @@ void hadamard_run(const HadamardArgs& a, uintptr_t stream) {
   if (l.block > unsigned(kHadThreads))
     throw std::logic_error("hadamard: a block of " + std::to_string(l.block) + " threads");
 
-  DeviceGuard guard(a.device_id);
-  const auto s = reinterpret_cast<cudaStream_t>(stream);
   by_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
     constexpr int V = kVec16<T>;

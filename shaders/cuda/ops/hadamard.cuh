@@ -34,6 +34,7 @@ namespace braze::cuda::ops {
 
 // Threads a block may have (the launcher never asks more): 128 registers each.
 constexpr int kHadThreads = 512;
+constexpr int kHadSplitThreads = 128;  // hadamard_split_kernel's block
 
 // Rows of H_12, H_20, H_28 (bit j of row i set: H[i][j] = -1), read with
 // compile-time indices, so each is a constant-bank operand.
@@ -217,6 +218,95 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(HadamardParams p)
         store_pack<T, V>(yr, V * (s + G * i), V, o);
       }
     }
+  }
+}
+
+// Rows of P = 2^logP (M = 1, 64 <= P <= 4096) without shuffles: a thread holds
+// E = 2^e elements, G = P / E = 2^g threads a row (e >= g >= log2 V), and the
+// row goes through shared memory once between two register phases:
+//   L0 (as loaded, coalesced): j = V * (s + G * i) + u: registers hold the u
+//      bits [0, v) and the i bits [v + g, logP); butterflies over all of them;
+//   L1: thread s = u + V * h, register r = m + G * c holds
+//      j = u + V * m + 2^(v + g) * (h + 2^(g - v) * c): butterflies over the m
+//      bits [v, v + g) only (the c bits were done in L0);
+// then back to L0 through shared memory for the packed stores. Shared memory
+// keeps V padding floats after every 2^(v + g): the lanes of an L1 access
+// (consecutive u, then h) fall in distinct banks. Every butterfly runs once
+// per bit, so the result is H_P x whatever the order (they commute).
+template <class T, int E, int LG>
+__global__ void __launch_bounds__(kHadSplitThreads, 4) hadamard_split_kernel(HadamardParams p) {
+  constexpr int V = kVec16<T>, I = E / V;
+  constexpr int LV = V == 8 ? 3 : V == 4 ? 2 : 1;
+  constexpr int G = 1 << LG, LM = LV + LG;  // LM: the bits below L0's i bits
+  static_assert(E % V == 0 && (1 << LV) == V && E >= G && LG >= LV, "a thread holds whole 16-byte packs");
+  extern __shared__ float4 sm4[];
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  constexpr int P = G * E;
+  const int t = threadIdx.x;
+  const int s = t & (G - 1), q = t >> LG;
+  float* row = reinterpret_cast<float*>(sm4) + q * (P + E);  // P floats, V padding after each 2^LM
+  // L0's pack i of this thread, and L1's register k (m = k % G, c = k / G): the padded offsets
+  float* l0 = row + V * s;
+  constexpr int kL0Step = V * G + V;
+  float* l1 = row + (s & (V - 1)) + (s >> LV) * ((1 << LM) + V);
+  constexpr int kCStep = (G / V) * ((1 << LM) + V);
+
+  for (int64_t grp = blockIdx.x; grp < p.groups; grp += gridDim.x) {
+    const int64_t r = grp * p.R + q;
+    const bool active = q < p.R && r < p.rows;
+    float d[E];
+    {
+      Pack<T, V> k[I];
+      if (active) {
+        const T* xr = x + r * p.x_stride;
+#pragma unroll
+        for (int i = 0; i < I; ++i) k[i] = load_pack<T, V>(xr, V * (s + G * i), V);
+      }
+#pragma unroll
+      for (int i = 0; i < I; ++i)
+#pragma unroll
+        for (int u = 0; u < V; ++u) d[i * V + u] = active ? to_f32(k[i].v[u]) : 0.f;
+    }
+    butterflies<E>(d);
+#pragma unroll
+    for (int i = 0; i < I; ++i)
+#pragma unroll
+      for (int u = 0; u < V; u += 4)
+        *reinterpret_cast<float4*>(l0 + i * kL0Step + u) =
+            make_float4(d[i * V + u], d[i * V + u + 1], d[i * V + u + 2], d[i * V + u + 3]);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < E; ++k) d[k] = l1[(k % G) * V + (k / G) * kCStep];
+#pragma unroll
+    for (int h = 1; h < G; h *= 2) {
+#pragma unroll
+      for (int k = 0; k < E; ++k)
+        if ((k & h) == 0) {
+          const float a = d[k], b = d[k + h];
+          d[k] = a + b;
+          d[k + h] = a - b;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < E; ++k) l1[(k % G) * V + (k / G) * kCStep] = d[k];
+    __syncthreads();
+    if (active) {
+      T* yr = y + r * p.y_stride;
+#pragma unroll
+      for (int i = 0; i < I; ++i) {
+        const float* src = l0 + i * kL0Step;
+        Pack<T, V> o;
+#pragma unroll
+        for (int u = 0; u < V; u += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(src + u);
+          o.v[u] = from_f32<T>(f.x * p.scale), o.v[u + 1] = from_f32<T>(f.y * p.scale);
+          o.v[u + 2] = from_f32<T>(f.z * p.scale), o.v[u + 3] = from_f32<T>(f.w * p.scale);
+        }
+        store_pack<T, V>(yr, V * (s + G * i), V, o);
+      }
+    }
+    __syncthreads();  // the next row group reuses the rows' shared memory
   }
 }
 
