@@ -4,7 +4,10 @@ import sys
 
 KEYS = {"gpu__time_duration.sum": "t", "dram__bytes_read.sum": "rd", "dram__bytes_write.sum": "wr",
         "launch__registers_per_thread": "regs", "launch__block_size": "block", "launch__grid_size": "grid",
-        "sm__warps_active.avg.pct_of_peak_sustained_active": "occ%"}
+        "sm__warps_active.avg.pct_of_peak_sustained_active": "occ%",
+        "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active": "lsu%",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm%",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum": "smem_wf", "smsp__inst_executed.sum": "inst"}
 
 
 def main(path):

@@ -379,6 +379,34 @@ def test_compile_dequantize_and_paged_decode_match_eager(backend, device):
     torch.testing.assert_close(vc2, vc, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")
+def test_compiled_decode_step_in_a_cuda_graph():
+    """A compiled decode step (dequantize, append_kv, paged decode, quantize) captured in a CUDA graph:
+    each replay does what one eager call does, the caches included."""
+    torch._dynamo.reset()
+    qw, x, kc, vc, table, kv_lens, slots, heads = _paged_step_inputs("cuda")
+    kc2, vc2 = kc.clone(), vc.clone()
+    step = torch.compile(_decode_step, fullgraph=True)
+    with torch.no_grad():
+        want = _decode_step(qw, x, kc, vc, table, kv_lens, slots, heads)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # compile and warm up outside the capture
+            step(qw, x, kc2.clone(), vc2.clone(), table, kv_lens, slots, heads)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            got = step(qw, x, kc2, vc2, table, kv_lens, slots, heads)
+        for _ in range(2):  # replays write the same slots: the same caches and outputs
+            graph.replay()
+    torch.cuda.synchronize()
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kc2, kc, rtol=0, atol=0)
+    torch.testing.assert_close(vc2, vc, rtol=0, atol=0)
+
+
 def test_compile_traces_attention_and_quant_ops():
     _, seen = _traced(_decode_step, *_paged_step_inputs("cpu"))
     for op in ("braze.dequantize", "braze.append_kv", "braze.decode", "braze.quantize_activations"):
