@@ -227,3 +227,17 @@ def test_requires_grad_warns_once(monkeypatch):
         warnings.simplefilter("error")
         norm.rms_norm(x)  # once per process
         norm.rms_norm(torch.randn(2, 16))
+
+
+def test_quant_matmul_x_rows_that_do_not_merge():
+    """x whose leading axes are not one strided row axis: a ValueError naming x, no silent copy."""
+    w = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+    qw = braze.quant.quantize(w, "q8_0")
+    x = np.ones((3, 4, 64), np.float32).transpose(1, 0, 2)  # [4, 3, 64], rows 64 and 256 apart
+    with pytest.raises(ValueError, match="x's leading axes must merge"):
+        braze.quant.matmul(x, qw)
+    y = braze.quant.matmul(np.ascontiguousarray(x), qw)  # the same values, one row axis: fine
+    assert y.shape == (4, 3, 8)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="x's leading axes must merge"):
+        braze.quant.matmul(torch.from_numpy(x), qw)

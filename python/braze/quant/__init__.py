@@ -192,7 +192,12 @@ def _matmul_raw(x, data, scales=None, biases=None, tensor_scale=None, *, format=
     if out is not None and tuple(out.shape) != lead + (n,):
         raise ValueError(f"out must have shape {lead + (n,)} (x's leading axes, N), got {tuple(out.shape)}")
     y = c.out(out, lead + (n,))
-    x2 = x if len(shape) == 2 else x.reshape(m, k)
+    if len(shape) == 2:
+        x2 = x
+    elif type(x).__module__.split(".")[0] in ("numpy", "torch"):
+        x2 = _rows_of(x, m, k, "x")  # a ValueError where the rows are not one strided axis: no silent copy
+    else:
+        x2 = x.reshape(m, k)  # JAX / MLX / CuPy values: the framework's reshape
     c.kernel(format, c.arg(x2, "x"), c.arg(data, "data"), c.arg(scales, "scales"), c.arg(biases, "biases"),
              c.arg(tensor_scale, "tensor_scale"), c.arg(bias, "bias"), c.arg(_rows_of(y, m, n, "out"), "out"),
              group_size or 0, c.stream)
