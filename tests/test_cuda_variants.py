@@ -42,6 +42,11 @@ def test_variant_hadamard_shuffle_kernel(elems):
     _child({"BRAZE_CUDA_HAD_ELEMS": str(elems), "BRAZE_CUDA_HAD_SPLIT": "0"}, "ops_hadamard")
 
 
+def test_variant_hadamard_split_prefetch():
+    """BRAZE_CUDA_HAD_SPLIT=2: the split kernel with each block's next rows prefetched by cp.async."""
+    _child({"BRAZE_CUDA_HAD_SPLIT": "2"}, "ops_hadamard")
+
+
 def test_variant_decode_simt():
     """BRAZE_CUDA_DECODE=simt: decode on the attend kernel, against the same references."""
     _child({"BRAZE_CUDA_DECODE": "simt"}, "cuda_decode_kernel", "test_attention.py")

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "core/hadamard.h"
+#include "cuda/common/cp_async.cuh"
 #include "cuda/common/dtype.cuh"
 #include "cuda/common/vec.cuh"
 
@@ -233,7 +234,12 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(HadamardParams p)
 // keeps V padding floats after every 2^(v + g): the lanes of an L1 access
 // (consecutive u, then h) fall in distinct banks. Every butterfly runs once
 // per bit, so the result is H_P x whatever the order (they commute).
-template <class T, int E, int LG>
+// Prefetch (a grid of resident blocks walking the row groups): each thread
+// copies its own packs of the block's next row group into a raw staging area
+// of shared memory with cp.async as soon as it has read the current one, so
+// a group's loads are in flight while the previous group computes and stores
+// (each thread reads back only what it copied: no barrier for the staging).
+template <class T, int E, int LG, bool Prefetch>
 __global__ void __launch_bounds__(kHadSplitThreads, 4) hadamard_split_kernel(HadamardParams p) {
   constexpr int V = kVec16<T>, I = E / V;
   constexpr int LV = V == 8 ? 3 : V == 4 ? 2 : 1;
@@ -251,6 +257,18 @@ __global__ void __launch_bounds__(kHadSplitThreads, 4) hadamard_split_kernel(Had
   constexpr int kL0Step = V * G + V;
   float* l1 = row + (s & (V - 1)) + (s >> LV) * ((1 << LM) + V);
   constexpr int kCStep = (G / V) * ((1 << LM) + V);
+  // the raw staging of Prefetch: R rows of P elements of T after the f32 rows
+  T* raw = reinterpret_cast<T*>(reinterpret_cast<float*>(sm4) + p.R * (P + E)) + q * P + V * s;
+  const auto prefetch = [&](int64_t grp) {
+    const int64_t r = grp * p.R + q;
+    if (grp < p.groups && q < p.R && r < p.rows) {
+      const T* xr = x + r * p.x_stride + V * s;
+#pragma unroll
+      for (int i = 0; i < I; ++i) cp_async16(raw + V * G * i, xr + V * G * i);
+    }
+    cp_async_commit();
+  };
+  if constexpr (Prefetch) prefetch(blockIdx.x);
 
   for (int64_t grp = blockIdx.x; grp < p.groups; grp += gridDim.x) {
     const int64_t r = grp * p.R + q;
@@ -258,7 +276,14 @@ __global__ void __launch_bounds__(kHadSplitThreads, 4) hadamard_split_kernel(Had
     float d[E];
     {
       Pack<T, V> k[I];
-      if (active) {
+      if constexpr (Prefetch) {
+        cp_async_wait<0>();
+        if (active) {
+#pragma unroll
+          for (int i = 0; i < I; ++i) k[i] = *reinterpret_cast<const Pack<T, V>*>(raw + V * G * i);
+        }
+        prefetch(grp + gridDim.x);  // the staging is free again: this thread has read its packs
+      } else if (active) {
         const T* xr = x + r * p.x_stride;
 #pragma unroll
         for (int i = 0; i < I; ++i) k[i] = load_pack<T, V>(xr, V * (s + G * i), V);
