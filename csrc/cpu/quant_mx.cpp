@@ -130,6 +130,9 @@ template <Elem E> inline vf decode_v(vu c) {
 
 // W byte codes at p.
 inline vu codes8(const uint8_t* p) {
+#if defined(__AVX512F__)
+  return (vu)_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
 #if defined(__AVX2__) && !defined(__AVX512F__)
   return (vu)_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 #endif
@@ -139,6 +142,13 @@ inline vu codes8(const uint8_t* p) {
 }
 // W nibble codes from W / 2 bytes at p (element 2i in the low nibble of byte i).
 inline vu codes4(const uint8_t* p) {
+#if defined(__AVX512F__)  // as the AVX2 form below, 8 bytes to 16 lanes
+  const __m128i pairs = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                                         _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+  const __m512i v = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(pairs),
+                                      _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
+  return (vu)_mm512_and_si512(v, _mm512_set1_epi32(15));
+#endif
 #if defined(__AVX2__) && !defined(__AVX512F__)  // intrinsics: GCC lowers the generic form byte by byte
   int32_t w;
   memcpy(&w, p, 4);

@@ -42,8 +42,34 @@ template <class D> inline void out_parts(vf v, __m128i* part) {
 }
 #endif
 
+#if defined(__AVX512F__)
+// bf16 of 16 lanes, as bf16_lanes below (round to nearest even, NaN kept quiet),
+// narrowed with vpmovdw: the generic store<BF16> narrows lane by lane.
+inline __m256i bf16_bits16(vf v) {
+  const __m512i u = (__m512i)v;
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_cvtepi32_epi16(
+      _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40))));
+}
+#endif
+
 // One vector of output at p; Stream: a non-temporal store, p 16-byte aligned.
 template <class D, bool Stream> inline void put(typename D::T* p, vf v) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<D, BF16>) {
+    const __m256i h = bf16_bits16(v);
+    if constexpr (Stream) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(h));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(h, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+    }
+    return;
+  }
+#endif
 #if defined(__AVX2__) && !defined(__AVX512F__)
   if constexpr (!Stream && std::is_same_v<D, F32>) {
     _mm256_storeu_ps(p, (__m256)v);
