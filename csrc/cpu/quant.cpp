@@ -5,12 +5,14 @@
 
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "core/quant/ggml.h"
 #include "core/quant/iquants.h"
 #include "core/quant/kquants_encode.h"
 #include "core/quant/gguf_fp4.h"
 #include "cpu/quant_mx.h"
+#include "cpu/quant_store.h"
 #include "cpu/simd.h"
 
 namespace braze::cpu::BRAZE_ISA {
@@ -30,78 +32,106 @@ using quant::QFormat;
   BRAZE_QUANT_KQUANTS_FORMATS(X)    \
   BRAZE_QUANT_IQUANTS_FORMATS(X)
 
-// W levels (int8) -> W floats, in registers.
-inline vf levels_to_float(const int8_t* q) {
-  typedef int8_t vq __attribute__((vector_size(W)));
-  vq v;
-  memcpy(&v, q, sizeof v);
-  return __builtin_convertvector(v, vf);
+#if defined(__AVX__)
+// The codec's doubled e2m1 values as a byte-shuffle table (folded to a constant).
+inline __m128i fp4_values() {
+  alignas(16) int8_t t[16];
+  for (int i = 0; i < 16; ++i) t[i] = quant::gguf_fp4_detail::kvalue(uint32_t(i));
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
 }
 
-// a in every lane, -0.0 included (splat adds it to +0.0, which would drop the sign
-// and break bit-exactness where GGML's reference computes 0 - (-0)).
-inline vf broadcast(float a) {
-  vf v;
-  for (int i = 0; i < W; ++i) v[i] = a;
-  return v;
-}
-
-// store<BF16> with AVX2 instructions (round to nearest even, NaN kept quiet):
-// the generic vector-extension form lowers its u32 -> u16 narrowing lane by
-// lane, which here cost as much as decoding the chunk.
-template <class D> inline void store_out(typename D::T* p, vf v) {
-#if defined(__AVX2__) && !defined(__AVX512F__)
-  if constexpr (std::is_same_v<D, BF16>) {
-    const __m256i u = (__m256i)v, one = _mm256_set1_epi32(1);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40)), nan);
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
-    return;
+// A chunk's levels: the codec's, except GGUF's fp4 blocks, whose 16 nibbles are
+// looked up in one byte shuffle (the codec's per-element arithmetic stayed
+// scalar, about 2.7 ns an element); the scale is still the codec's.
+template <QFormat F>
+__attribute__((always_inline)) inline void chunk_levels(const uint8_t* src, int64_t k0, int8_t* q, float& d, float& m) {
+  const __m128i low4 = _mm_set1_epi8(15);
+  if constexpr (F == QFormat::mxfp4_gguf) {  // element j in the low nibble of byte j, j + 16 in the high one
+    int j;
+    const uint8_t* b = quant::block_of<F>(src, k0, j);
+    d = Codec<F>::scale(b);
+    m = 0.f;
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1));
+    if (j >= 16) c = _mm_srli_epi16(c, 4);
+    _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm_shuffle_epi8(fp4_values(), _mm_and_si128(c, low4)));
+  } else if constexpr (F == QFormat::nvfp4_gguf) {  // 8 bytes: elements 0-7 low nibbles, 8-15 high ones
+    const uint8_t* blk = src + k0 / quant::kNvfp4GgufBlock * quant::kNvfp4GgufBytes;
+    const int sub = int(k0 % quant::kNvfp4GgufBlock) / 16;
+    d = Codec<F>::scale(blk, sub);
+    m = 0.f;
+    const __m128i p = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 4 + 8 * sub));
+    const __m128i c = _mm_unpacklo_epi64(_mm_and_si128(p, low4), _mm_and_si128(_mm_srli_epi16(p, 4), low4));
+    _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm_shuffle_epi8(fp4_values(), c));
+  } else {
+    Codec<F>::levels(src, k0, q, d, m);
   }
-#endif
-  store<D>(p, v);
 }
+#endif
 
 // One chunk of a row into dst: the portable build runs the codec's scalar
 // decode (the code CUDA and Metal share); the AVX builds take the chunk's
 // levels and scale them in vectors, the same float32 operations in the same order.
-template <QFormat F, class D> inline void decode_chunk(const uint8_t* src, int64_t k0, typename D::T* dst) {
+template <QFormat F, class D, bool Stream>
+__attribute__((always_inline)) inline void decode_chunk(const uint8_t* src, int64_t k0, typename D::T* dst) {
   using C = Codec<F>;
   constexpr int CH = C::kChunk;
 #if defined(__AVX__)
   alignas(16) int8_t q[CH];
   float d, m;
-  C::levels(src, k0, q, d, m);
+  chunk_levels<F>(src, k0, q, d, m);
   const vf vd = broadcast(d), vm = broadcast(m);
-  for (int i = 0; i < CH; i += W) {
+  auto value = [&](int i) {
     vf v = vd * levels_to_float(q + i);
-    if constexpr (C::kAffine == quant::Affine::mul_add) v = v + vm;
+    if constexpr (C::kAffine == quant::Affine::mul_add) v = add_keep_nan(v, vm);
     if constexpr (C::kAffine == quant::Affine::mul_sub) v = v - vm;
-    store_out<D>(dst + i, v);
+    return v;
+  };
+  if constexpr (CH % (2 * W) == 0) {
+    for (int i = 0; i < CH; i += 2 * W) put2<D, Stream>(dst + i, value(i), value(i + W));
+  } else {
+    for (int i = 0; i < CH; i += W) put<D, Stream>(dst + i, value(i));
   }
 #else
   alignas(64) float buf[CH];
   quant::decode<F>(src, k0, buf);
-  for (int i = 0; i < CH; i += W) store<D>(dst + i, load<F32>(buf + i));
+  for (int i = 0; i < CH; i += W) put<D, Stream>(dst + i, load<F32>(buf + i));
 #endif
+}
+
+// A whole block, its chunks unrolled: with the block's bytes as the "row" and
+// each chunk's offset a constant, the codec inlines into straight-line code
+// (sub-block scale indices, shifts and masks folded), one place per format still.
+template <QFormat F, class D, bool Stream, int... J>
+__attribute__((always_inline)) inline void decode_block(const uint8_t* blk, typename D::T* dst,
+                                                        std::integer_sequence<int, J...>) {
+  constexpr int CH = Codec<F>::kChunk;
+  (decode_chunk<F, D, Stream>(blk, J * CH, dst + J * CH), ...);
+}
+
+// A row's blocks; flatten inlines every call inside (the codec's levels too,
+// which GCC's size heuristics would otherwise call), noinline keeps it so.
+template <QFormat F, class D, bool Stream>
+__attribute__((noinline, flatten)) void decode_row(const uint8_t* src, typename D::T* dst, int64_t blocks) {
+  constexpr int CH = Codec<F>::kChunk, B = quant::info(F).blocks.block, BB = quant::info(F).blocks.block_bytes;
+  for (int64_t b = 0; b < blocks; ++b)
+    decode_block<F, D, Stream>(src + b * BB, dst + b * B, std::make_integer_sequence<int, B / CH>{});
 }
 
 template <QFormat F, class D> void dequantize_blocks(const quant::DequantArgs& a) {
   using T = typename D::T;
-  constexpr int CH = Codec<F>::kChunk;
-  static_assert(CH % W == 0, "a chunk is whole vectors");
-  const int64_t chunks = a.cols / CH;
-  const int64_t row_bytes = quant::info(F).blocks.bytes(a.cols) + a.cols * int64_t(sizeof(T));
+  constexpr int CH = Codec<F>::kChunk, B = quant::info(F).blocks.block, BB = quant::info(F).blocks.block_bytes;
+  static_assert(CH % W == 0 && B % CH == 0, "a block is whole chunks, a chunk whole vectors");
+  const int64_t blocks = a.cols / B;
+  const int64_t row_bytes = blocks * BB + a.cols * int64_t(sizeof(T));
+  const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, row_bytes, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* src = a.data + r * a.data_stride;
-      T* dst = static_cast<T*>(a.out) + r * a.out_stride;
-      for (int64_t c = 0; c < chunks; ++c) decode_chunk<F, D>(src, c * CH, dst + c * CH);
-    }
+    with_stream(stream, [&](auto nt) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* src = a.data + r * a.data_stride;
+        T* dst = static_cast<T*>(a.out) + r * a.out_stride;
+        decode_row<F, D, decltype(nt)::value>(src, dst, blocks);
+      }
+    });
   });
 }
 

@@ -14,6 +14,7 @@
 #include "core/quant/int8.h"
 #include "core/quant/mx.h"
 #include "core/quant/nvfp4.h"
+#include "cpu/quant_store.h"
 #include "cpu/simd.h"
 
 namespace braze::cpu::BRAZE_ISA {
@@ -94,8 +95,8 @@ template <class D> uint32_t row_amax(const typename D::T* x, int64_t n) {
 }
 
 // Converts a float buffer of n (a multiple of W) to the output dtype.
-template <class D> inline void put(typename D::T* dst, const float* buf, int n) {
-  for (int i = 0; i < n; i += W) store<D>(dst + i, load<F32>(buf + i));
+template <class D, bool Stream> inline void put_buf(typename D::T* dst, const float* buf, int n) {
+  for (int i = 0; i < n; i += W) put<D, Stream>(dst + i, load<F32>(buf + i));
 }
 
 template <class D> inline void get(float* buf, const typename D::T* src, int n) {
@@ -114,7 +115,7 @@ template <Elem E> inline vf decode_v(vu c) {
   const vu mag = c & ((1u << (C::bits - 1)) - 1u);
   const vu exp = mag >> m, man = mag & ((1u << m) - 1u);
   const vu normal = (mag + uint32_t((127 - C::bias) << m)) << (23 - m);
-  const vf sub = __builtin_convertvector(man, vf) * quant::bits_f32(uint32_t(emin - m + 127) << 23);
+  const vf sub = __builtin_convertvector((vi)man, vf) * quant::bits_f32(uint32_t(emin - m + 127) << 23);
   const vi is_sub = (vi)(exp == 0u);
   vu b = (vu)(((vi)sub & is_sub) | ((vi)normal & ~is_sub));
   if constexpr (E == Elem::e4m3) {
@@ -129,12 +130,32 @@ template <Elem E> inline vf decode_v(vu c) {
 
 // W byte codes at p.
 inline vu codes8(const uint8_t* p) {
+#if defined(__AVX512F__)
+  return (vu)_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  return (vu)_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+#endif
   vb b;
   memcpy(&b, p, W);
   return __builtin_convertvector(b, vu);
 }
 // W nibble codes from W / 2 bytes at p (element 2i in the low nibble of byte i).
 inline vu codes4(const uint8_t* p) {
+#if defined(__AVX512F__)  // as the AVX2 form below, 8 bytes to 16 lanes
+  const __m128i pairs = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                                         _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+  const __m512i v = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(pairs),
+                                      _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
+  return (vu)_mm512_and_si512(v, _mm512_set1_epi32(15));
+#endif
+#if defined(__AVX2__) && !defined(__AVX512F__)  // intrinsics: GCC lowers the generic form byte by byte
+  int32_t w;
+  memcpy(&w, p, 4);
+  const __m128i pairs = _mm_shuffle_epi8(_mm_cvtsi32_si128(w), _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0));
+  const __m256i v = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(pairs), _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
+  return (vu)_mm256_and_si256(v, _mm256_set1_epi32(15));
+#endif
   typedef uint8_t vhalf __attribute__((vector_size(W / 2)));
   vhalf h;
   memcpy(&h, p, W / 2);
@@ -155,7 +176,9 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
   constexpr int Bits = ElemCode<E>::bits;
   const float* t = table<E>();
   const int64_t blocks = a.cols / 32;
+  const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols * Bits / 8 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
+   with_stream(stream, [&](auto nt) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = a.data + r * a.data_stride;
       const uint8_t* sc = static_cast<const uint8_t*>(a.scales) + r * a.scales_stride;
@@ -165,7 +188,7 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
         if constexpr (Bits == 8 || Bits == 4) {  // codes decoded in vectors
           for (int i = 0; i < 32; i += W) {
             const vu c = Bits == 8 ? codes8(row + b * 32 + i) : codes4(row + (b * 32 + i) / 2);
-            store<D>(dst + b * 32 + i, decode_v<E>(c) * x);
+            put<D, nt>(dst + b * 32 + i, decode_v<E>(c) * x);
           }
           continue;
         }
@@ -175,25 +198,29 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
           quant::unpack8<Bits>(row, b * 32 + j0, c);
           for (int j = 0; j < 8; ++j) buf[j0 + j] = t[c[j]] * x;
         }
-        put<D>(dst + b * 32, buf, 32);
+        put_buf<D, nt>(dst + b * 32, buf, 32);
       }
     }
+   });
   });
 }
 
 template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
   const float* t8 = table<Elem::e4m3>();
   const float ts = *a.tensor_scale;
+  const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols / 2 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
+   with_stream(stream, [&](auto nt) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = a.data + r * a.data_stride;
       const uint8_t* sc = static_cast<const uint8_t*>(a.scales) + r * a.scales_stride;
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
       for (int64_t b = 0; b < a.cols / 16; ++b) {
         const float s = t8[sc[b]];
-        for (int i = 0; i < 16; i += W) store<D>(dst + b * 16 + i, decode_v<Elem::e2m1>(codes4(row + b * 8 + i / 2)) * s * ts);
+        for (int i = 0; i < 16; i += W) put<D, nt>(dst + b * 16 + i, decode_v<Elem::e2m1>(codes4(row + b * 8 + i / 2)) * s * ts);
       }
     }
+   });
   });
 }
 
@@ -201,7 +228,9 @@ template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
 template <class D, class Code, class Dec>
 void deq_scaled(const quant::DequantArgs& a, Dec dec) {
   const float* scales = static_cast<const float*>(a.scales);
+  const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols * int64_t(1 + sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
+   with_stream(stream, [&](auto nt) {
     for (int64_t r = r0; r < r1; ++r) {
       const Code* row = reinterpret_cast<const Code*>(a.data + r * a.data_stride);
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
@@ -215,13 +244,18 @@ void deq_scaled(const quant::DequantArgs& a, Dec dec) {
         if constexpr (std::is_same_v<Code, uint8_t>) {  // fp8: whole vectors decoded in registers
           for (; j0 + W <= n; j0 += W) {
             const vu c = codes8(reinterpret_cast<const uint8_t*>(row) + k0 + j0);
-            store<D>(dst + k0 + j0, (a.format == QFormat::fp8_e4m3 ? decode_v<Elem::e4m3>(c) : decode_v<Elem::e5m2>(c)) * s);
+            put<D, nt>(dst + k0 + j0, (a.format == QFormat::fp8_e4m3 ? decode_v<Elem::e4m3>(c) : decode_v<Elem::e5m2>(c)) * s);
+          }
+        } else {  // int8: float(c) * s
+          for (; j0 + W <= n; j0 += W) {
+            put<D, nt>(dst + k0 + j0, levels_to_float(row + k0 + j0) * s);
           }
         }
         for (int64_t j = j0; j < n; ++j) buf[j - j0] = dec(row[k0 + j]) * s;
         lanes(n - j0, [&](int64_t i, int64_t c) { st<D>(dst + k0 + j0, i, c, load<F32>(buf + i)); });
       }
     }
+   });
   });
 }
 
@@ -233,18 +267,28 @@ template <class S> inline float load_scalar(const void* p, int64_t i) {
 
 template <int Bits, class D, class S> void deq_affine(const quant::DequantArgs& a) {
   const int64_t g = a.group;
+  const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols * Bits / 8 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
+   with_stream(stream, [&](auto nt) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = a.data + r * a.data_stride;
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
       for (int64_t gi = 0; gi < a.cols / g; ++gi) {
         const float s = load_scalar<S>(a.scales, r * a.scales_stride + gi);
         const float b = load_scalar<S>(a.biases, r * a.biases_stride + gi);
+        if constexpr (Bits == 8 || Bits == 4) {  // affine_decode8's s * c + b, whole vectors of codes
+          for (int64_t j = 0; j < g; j += W) {
+            const vu c = Bits == 8 ? codes8(row + gi * g + j) : codes4(row + (gi * g + j) / 2);
+            put<D, nt>(dst + gi * g + j, add_keep_nan(s * __builtin_convertvector((vi)c, vf), broadcast(b)));
+          }
+          continue;
+        }
         alignas(64) float buf[128];
         for (int64_t j0 = 0; j0 < g; j0 += 8) quant::affine_decode8<Bits>(row, s, b, gi * g + j0, buf + j0);
-        put<D>(dst + gi * g, buf, int(g));
+        put_buf<D, nt>(dst + gi * g, buf, int(g));
       }
     }
+   });
   });
 }
 

@@ -30,12 +30,15 @@ BRAZE_HD int8_t kvalue(uint32_t q) {
 template <> struct Codec<QFormat::mxfp4_gguf> {
   static constexpr int kChunk = 16;  // the low (or the high) nibbles of one block
   static constexpr Affine kAffine = Affine::mul;
-  // x = 2^(e - 128) * (2 e2m1(q)): d the first factor (e = 255 reads 2^127), q the doubled value.
+  // The block's factor 2^(e - 128), from its first byte (e = 255 reads 2^127).
+  BRAZE_HD static float scale(const uint8_t* b) {
+    const uint32_t e = b[0];
+    return bits_f32(e < 2 ? 0x00200000u << e : (e - 1u) << 23);
+  }
   BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     int j;
     const uint8_t* b = block_of<QFormat::mxfp4_gguf>(row, k0, j);
-    const uint32_t e = b[0];
-    d = bits_f32(e < 2 ? 0x00200000u << e : (e - 1u) << 23);
+    d = scale(b);  // x = d * (2 e2m1(q)), q the doubled value
     m = 0.f;
     const int shift = j >= 16 ? 4 : 0;
     for (int i = 0; i < kChunk; ++i) q[i] = gguf_fp4_detail::kvalue((b[1 + i] >> shift) & 15u);
@@ -46,10 +49,11 @@ template <> struct Codec<QFormat::nvfp4_gguf> {
   static constexpr int kChunk = 16;  // one sub-block
   static constexpr Affine kAffine = Affine::mul;
   // x = ue4m3(d_s) * e2m1(q) = (ue4m3(d_s) / 2) * (2 e2m1(q)), both exact.
+  BRAZE_HD static float scale(const uint8_t* blk, int sub) { return 0.5f * ue4m3_to_f32(blk[sub]); }
   BRAZE_HD static void levels(const uint8_t* row, int64_t k0, int8_t* q, float& d, float& m) {
     const uint8_t* blk = row + k0 / kNvfp4GgufBlock * kNvfp4GgufBytes;
     const int sub = int(k0 % kNvfp4GgufBlock) / 16;
-    d = 0.5f * ue4m3_to_f32(blk[sub]);
+    d = scale(blk, sub);
     m = 0.f;
     const uint8_t* p = blk + 4 + 8 * sub;
     for (int i = 0; i < 8; ++i) {

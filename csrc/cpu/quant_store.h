@@ -1,0 +1,172 @@
+// Vector helpers of the quant family's CPU dequantize kernels (quant.cpp and
+// quant_mx.cpp), their output side above all: W-lane vectors rounded to the output dtype in registers and
+// written either normally or, for outputs larger than stream_min_bytes(),
+// around the cache. A streamed write needs no read of the line first, which
+// is a third of a dequantize's traffic with f32 out; the copy ceiling's memcpy
+// streams too. Rounding is store<D>'s: only the instructions differ.
+#pragma once
+#include <type_traits>
+
+#include "cpu/runtime.h"
+#include "cpu/simd.h"
+
+namespace braze::cpu::BRAZE_ISA {
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// bf16 of 8 lanes (round to nearest even, NaN kept quiet) in AVX2
+// instructions: the generic vector-extension store lowers its u32 -> u16
+// narrowing lane by lane, which cost as much as decoding a block.
+// The bf16 bits of each lane in its low half (the high half zero).
+inline __m256i bf16_lanes(vf v) {
+  const __m256i u = (__m256i)v, one = _mm256_set1_epi32(1);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  return _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40)), nan);
+}
+inline __m128i bf16_bits(vf v) {
+  const __m256i r = bf16_lanes(v);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+}
+// The output bits of one vector as two (f32) or one (f16, bf16) 16-byte parts.
+template <class D> inline void out_parts(vf v, __m128i* part) {
+  if constexpr (std::is_same_v<D, F32>) {
+    part[0] = _mm_castps_si128(_mm256_castps256_ps128((__m256)v));
+    part[1] = _mm_castps_si128(_mm256_extractf128_ps((__m256)v, 1));
+  } else if constexpr (std::is_same_v<D, BF16>) {
+    part[0] = bf16_bits(v);
+  } else {
+    part[0] = _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+}
+#endif
+
+#if defined(__AVX512F__)
+// bf16 of 16 lanes, as bf16_lanes below (round to nearest even, NaN kept quiet),
+// narrowed with vpmovdw: the generic store<BF16> narrows lane by lane.
+inline __m256i bf16_bits16(vf v) {
+  const __m512i u = (__m512i)v;
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_cvtepi32_epi16(
+      _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40))));
+}
+#endif
+
+// One vector of output at p; Stream: a non-temporal store, p 16-byte aligned.
+template <class D, bool Stream> inline void put(typename D::T* p, vf v) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<D, BF16>) {
+    const __m256i h = bf16_bits16(v);
+    if constexpr (Stream) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(h));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(h, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+    }
+    return;
+  }
+#endif
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if constexpr (!Stream && std::is_same_v<D, F32>) {
+    _mm256_storeu_ps(p, (__m256)v);
+    return;
+  }
+  constexpr int n = int(sizeof(typename D::T)) * W / 16;
+  __m128i part[2];
+  out_parts<D>(v, part);
+  for (int k = 0; k < n; ++k) {
+    auto* q = reinterpret_cast<__m128i*>(p) + k;
+    if constexpr (Stream) _mm_stream_si128(q, part[k]); else _mm_storeu_si128(q, part[k]);
+  }
+#elif defined(__SSE2__)
+  if constexpr (Stream && sizeof(typename D::T) * W % 16 == 0) {
+    alignas(64) typename D::T tmp[W];
+    store<D>(tmp, v);
+    for (size_t k = 0; k < sizeof tmp / 16; ++k)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p) + k, _mm_load_si128(reinterpret_cast<const __m128i*>(tmp) + k));
+  } else {
+    store<D>(p, v);
+  }
+#else
+  store<D>(p, v);
+#endif
+}
+
+// W levels (int8) -> W floats, in registers (intrinsics: once the codec is
+// inlined, GCC turns the vector-extension conversion into W scalar ones).
+inline vf levels_to_float(const int8_t* q) {
+#if defined(__AVX512F__)
+  return (vf)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+#elif defined(__AVX2__)
+  return (vf)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+#else
+  typedef int8_t vq __attribute__((vector_size(W)));
+  vq v;
+  memcpy(&v, q, sizeof v);
+  return __builtin_convertvector(v, vf);
+#endif
+}
+
+// a in every lane, -0.0 included (splat adds it to +0.0, which would drop the sign
+// and break bit-exactness where GGML's reference computes 0 - (-0)).
+inline vf broadcast(float a) {
+#if defined(__AVX512F__)
+  return (vf)_mm512_set1_ps(a);
+#elif defined(__AVX__)
+  return (vf)_mm256_set1_ps(a);
+#else
+  vf v;
+  for (int i = 0; i < W; ++i) v[i] = a;
+  return v;
+#endif
+}
+
+// a + b with a's NaN when both are NaN, as x86's scalar add (and so the
+// numpy references) gives: the compiler may swap the operands of a vector
+// add, which keeps the value but takes the other NaN.
+inline vf add_keep_nan(vf a, vf b) { return select(a != a, a, a + b); }
+
+// Two vectors of output at p (2 W elements): bf16 packs both in one pass.
+template <class D, bool Stream> inline void put2(typename D::T* p, vf v0, vf v1) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if constexpr (std::is_same_v<D, BF16>) {
+    const __m256i r = _mm256_permute4x64_epi64(_mm256_packus_epi32(bf16_lanes(v0), bf16_lanes(v1)), 0xd8);
+    if constexpr (Stream) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(r));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(r, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), r);
+    }
+    return;
+  }
+#endif
+  put<D, Stream>(p, v0);
+  put<D, Stream>(p + W, v1);
+}
+
+// Whether a dequantize into `rows` rows of `row_elems` elements at `out` (rows
+// `stride` elements apart) streams: a large output whose vectors all start on
+// 16-byte boundaries.
+template <class D>
+inline bool stream_out(const void* out, int64_t rows, int64_t row_elems, int64_t stride) {
+  constexpr int64_t S = sizeof(typename D::T);
+  return S * W % 16 == 0 && rows * row_elems * S > stream_min_bytes() && uintptr_t(out) % 16 == 0 &&
+         stride * S % 16 == 0;
+}
+
+// Runs body(std::bool_constant<Stream>{}) for the streaming choice, fencing
+// the streamed stores before the pool's task returns.
+template <class F> inline void with_stream(bool on, F body) {
+  if (on) {
+    body(std::true_type{});
+    stream_fence();
+  } else {
+    body(std::false_type{});
+  }
+}
+
+}  // namespace braze::cpu::BRAZE_ISA
