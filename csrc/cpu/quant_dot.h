@@ -19,12 +19,21 @@
 // ------------------------------------------------------------ x rows as int8
 struct QX {
   std::unique_ptr<uint8_t[]> buf;
-  const int8_t* q;      // [MR][k]
+  const int8_t* q;      // [k / lb][MR][lb]: lb = 64 or 256 elements (xb 32 or 256) of a row, then the next row
   const float* d;       // [MR][k / xb]: the block scales
   const int16_t* bsum;  // [MR][k / 16]: sums of 16 levels
   const float* xs;      // [MR][k / 32]: d * (sum of 32 levels) (xb == 32)
+  const float* dv;      // [k / 64][MR][2][8]: d eight times (xb == 32), a vector load
+  const int16_t* bsum32;  // [MR][k / 32]: sums of 32 levels
   int64_t k;
-  int xb;
+  int xb, mr;
+  static constexpr int lb(int xb) { return xb == 32 ? 64 : xb; }
+  // row i's block b, then (xb == 32, b even) block b + 1: a W block's x rows lie together
+  const int8_t* qb(int i, int64_t b) const {
+    const int64_t e = b * xb, l = lb(xb);
+    return q + ((e / l) * mr + i) * l + e % l;
+  }
+  const float* dvb(int i, int64_t b) const { return dv + ((b / 2) * mr + i) * 16 + (b % 2) * 8; }
 };
 
 // q[j] = round(x[j] / d), d = max|x| / 127 (ggml's q8_0 / q8_K). NaN in x: d and the result NaN.
@@ -47,32 +56,44 @@ inline void quantize_x_block(const float* x, int n, int8_t* q, float& d) {
 template <class D> QX quantize_x(const quant::MatmulArgs& a, int mr, int xb) {
   const int64_t k = a.w.cols, nd = k / xb;
   QX g;
-  const size_t nq = size_t(mr) * size_t(k), nf = size_t(mr) * size_t(nd + k / 32), ns = size_t(mr) * size_t(k / 16);
+  const int64_t l = QX::lb(xb), kpad = (k + l - 1) / l * l;
+  const size_t nq = size_t(mr) * size_t(kpad), nf = size_t(mr) * size_t(nd + k / 32 + 8 * (kpad / 32)),
+               ns = size_t(mr) * size_t(k / 16 + k / 32);
   g.buf.reset(new uint8_t[nq + 4 * nf + 2 * ns + 64]());
   int8_t* q = reinterpret_cast<int8_t*>(g.buf.get());
   float* d = reinterpret_cast<float*>(g.buf.get() + (nq + 15) / 16 * 16);
   float* xs = d + size_t(mr) * nd;
-  int16_t* bsum = reinterpret_cast<int16_t*>(xs + size_t(mr) * (k / 32));
+  float* dv = xs + size_t(mr) * (k / 32);
+  int16_t* bsum = reinterpret_cast<int16_t*>(dv + size_t(mr) * (kpad / 32) * 8);
+  int16_t* bsum32 = bsum + size_t(mr) * (k / 16);
   std::unique_ptr<float[]> xf(new float[size_t(k)]);
   for (int64_t i = 0; i < a.m; ++i) {
     convert_row<D>(static_cast<const typename D::T*>(a.x) + i * a.x_stride, xf.get(), k);
-    int8_t* qi = q + i * k;
-    for (int64_t b = 0; b < nd; ++b) quantize_x_block(xf.get() + b * xb, xb, qi + b * xb, d[i * nd + b]);
+    auto at = [&](int64_t e) { return q + ((e / l) * mr + i) * l + e % l; };
+    for (int64_t b = 0; b < nd; ++b) quantize_x_block(xf.get() + b * xb, xb, at(b * xb), d[i * nd + b]);
     for (int64_t c = 0; c < k / 16; ++c) {
+      const int8_t* qc = at(c * 16);
       int s = 0;
-      for (int j = 0; j < 16; ++j) s += qi[c * 16 + j];
+      for (int j = 0; j < 16; ++j) s += qc[j];
       bsum[i * (k / 16) + c] = int16_t(s);
     }
+    for (int64_t c = 0; c < k / 32; ++c)
+      bsum32[i * (k / 32) + c] = int16_t(bsum[i * (k / 16) + 2 * c] + bsum[i * (k / 16) + 2 * c + 1]);
     if (xb == 32)
-      for (int64_t b = 0; b < nd; ++b)
+      for (int64_t b = 0; b < nd; ++b) {
         xs[i * nd + b] = d[i * nd + b] * float(bsum[i * (k / 16) + 2 * b] + bsum[i * (k / 16) + 2 * b + 1]);
+        for (int j = 0; j < 8; ++j) dv[((b / 2) * mr + i) * 16 + (b % 2) * 8 + j] = d[i * nd + b];
+      }
   }
   g.q = q;
   g.d = d;
   g.xs = xs;
+  g.dv = dv;
+  g.bsum32 = bsum32;
   g.bsum = bsum;
   g.k = k;
   g.xb = xb;
+  g.mr = mr;
   return g;
 }
 
@@ -104,7 +125,7 @@ template <QFormat F> struct CodecDot {
       float d, m;
       Codec<F>::levels(w, k0, q, d, m);
       for (int i = 0; i < MR; ++i) {
-        const int8_t* qx = x.q + i * k + k0;
+        const int8_t* qx = x.qb(i, k0 / kXBlock) + k0 % kXBlock;
         int s = 0;
         for (int j = 0; j < 16; ++j) s += int(q[j]) * int(qx[j]);
         const float dx = x.d[i * nd + k0 / kXBlock];
@@ -149,83 +170,200 @@ inline __m256i high_bits32(uint32_t qh) {
   const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)), shuf), bits);
   return _mm256_and_si256(_mm256_cmpeq_epi8(b, bits), _mm256_set1_epi8(16));
 }
+// The sum of 4 int32 lanes, and of 8.
+inline int hsum_epi32(__m128i t) {
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+inline int hsum_epi32(__m256i t) {
+  return hsum_epi32(_mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)));
+}
+#if defined(__AVX512BW__)
+// Two blocks' 16 nibble bytes (at p0, p1) as [lo0 | hi0 | lo1 | hi1]: each block's elements 0-31.
+inline __m512i nibbles64(const uint8_t* p0, const uint8_t* p1) {
+  const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(ld128(p0))),
+                                       _mm256_broadcastsi128_si256(ld128(p1)), 1);
+  const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                      0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(15));
+}
+#endif
 inline __m256i iq4_codebook() {
   const __m128i t = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
   return _mm256_set_m128i(t, t);
 }
 
-// Legacy 32-element blocks: levels (unsigned, or signed for q8_0 / iq4_nl), d,
-// and the per-block term on the x block sums: c (an offset times d, or m).
+// Legacy 32-element blocks: the block's levels as int8 (q4_0 / q5_0 centred, so
+// signed like q8_0 / iq4_nl), d, and for q4_1 / q5_1 the offset m (unsigned
+// levels; m times the x block's sum). Two blocks a step: in one 512-bit vector
+// with AVX-512 BW, else in two 256-bit accumulators (even and odd blocks), so
+// the FMA chains of a row overlap; the lanes meet in the same order on both.
 template <QFormat F> struct LegacyDot {
   static constexpr int kXBlock = 32;
   static constexpr int64_t kBytes = quant::info(F).blocks.block_bytes;
-  static constexpr bool kSigned = F == QFormat::q8_0 || F == QFormat::iq4_nl;
-  static constexpr bool kTerm = !kSigned;  // q4_0 / q5_0: -8 d / -16 d; q4_1 / q5_1: + m
-  static __m256i levels(const uint8_t* b, float& d, float& c) {
+  static constexpr bool kOffset = F == QFormat::q4_1 || F == QFormat::q5_1;
+  static __m256i levels(const uint8_t* b, float& d, float& m) {
     d = quant::load_f16(b);
+    m = 0.f;
     if constexpr (F == QFormat::q8_0) {
-      c = 0.f;
       return ld256(b + 2);
     } else if constexpr (F == QFormat::iq4_nl) {
-      c = 0.f;
       return _mm256_shuffle_epi8(iq4_codebook(), nibbles32(b + 2));
     } else if constexpr (F == QFormat::q4_0) {
-      c = -8.f * d;
-      return nibbles32(b + 2);
+      return _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
     } else if constexpr (F == QFormat::q4_1) {
-      c = quant::load_f16(b + 2);
+      m = quant::load_f16(b + 2);
       return nibbles32(b + 4);
     } else if constexpr (F == QFormat::q5_0) {
-      c = -16.f * d;
       uint32_t qh;
       memcpy(&qh, b + 2, 4);
-      return _mm256_or_si256(nibbles32(b + 6), high_bits32(qh));
+      return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), high_bits32(qh)), _mm256_set1_epi8(16));
     } else {
       static_assert(F == QFormat::q5_1);
-      c = quant::load_f16(b + 2);
+      m = quant::load_f16(b + 2);
       uint32_t qh;
       memcpy(&qh, b + 4, 4);
       return _mm256_or_si256(nibbles32(b + 8), high_bits32(qh));
     }
   }
+  // 8 int32 lanes of one block's dot with one row's levels
+  static __m256i dot1(__m256i v, __m256i qx) {
+    if constexpr (kOffset) return dot_u8s8(v, qx);
+    else return dot_u8s8(_mm256_sign_epi8(v, v), _mm256_sign_epi8(qx, v));
+  }
   template <int MR> static void row(const uint8_t* w, const QX& x, float* res) {
-    const int64_t k = x.k, nb = k / 32;
-    __m256 acc[MR];
+    const int64_t k = x.k, nb = k / 32, pairs = nb / 2;
     float off[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps(), off[i] = 0.f;
-    for (int64_t b = 0; b < nb; ++b) {
-      float d, c;
-      const __m256i v = levels(w + b * kBytes, d, c);
-      const __m256i u = kSigned ? _mm256_sign_epi8(v, v) : v;
+    __m256 acc0[MR], acc1[MR];
+    for (int i = 0; i < MR; ++i) off[i] = 0.f;
+#if defined(__AVX512BW__)
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t b = 2 * p;
+      float d0, m0, d1, m1;
+      __m512i v;
+      if constexpr (F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::iq4_nl) {
+        const uint8_t *b0 = w + b * kBytes, *b1 = b0 + kBytes;
+        constexpr int o = F == QFormat::q4_1 ? 4 : 2;
+        d0 = quant::load_f16(b0), d1 = quant::load_f16(b1);
+        m0 = F == QFormat::q4_1 ? quant::load_f16(b0 + 2) : 0.f;
+        m1 = F == QFormat::q4_1 ? quant::load_f16(b1 + 2) : 0.f;
+        v = nibbles64(b0 + o, b1 + o);
+        if constexpr (F == QFormat::q4_0) v = _mm512_sub_epi8(v, _mm512_set1_epi8(8));
+        if constexpr (F == QFormat::iq4_nl) v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm256_castsi256_si128(iq4_codebook())), v);
+      } else {
+        const __m256i v0 = levels(w + b * kBytes, d0, m0), v1 = levels(w + (b + 1) * kBytes, d1, m1);
+        v = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
+      }
+      const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+      __m512i u = v;
+      __mmask64 neg = 0;
+      if constexpr (!kOffset) {
+        u = _mm512_abs_epi8(v);
+        neg = _mm512_movepi8_mask(v);
+      }
       for (int i = 0; i < MR; ++i) {
-        const __m256i qx = ld256(x.q + i * k + b * 32);
-        const __m256i p = dot_u8s8(u, kSigned ? _mm256_sign_epi8(qx, v) : qx);
-        const float dx = x.d[i * nb + b];
-        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(p), acc[i]);
-        if constexpr (kTerm) off[i] = __builtin_fmaf(c, x.xs[i * nb + b], off[i]);
+        __m512i qx = _mm512_loadu_si512(x.qb(i, b));
+        if constexpr (!kOffset) qx = _mm512_mask_sub_epi8(qx, neg, _mm512_setzero_si512(), qx);
+        const __m512i dot = _mm512_madd_epi16(_mm512_maddubs_epi16(u, qx), _mm512_set1_epi16(1));
+        const __m512 s = _mm512_mul_ps(dw, _mm512_loadu_ps(x.dvb(i, b)));
+        acc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc[i]);
+        if constexpr (kOffset) {
+          off[i] = __builtin_fmaf(m0, x.xs[i * nb + b], off[i]);
+          off[i] = __builtin_fmaf(m1, x.xs[i * nb + b + 1], off[i]);
+        }
       }
     }
-    for (int i = 0; i < MR; ++i) res[i] = hsum256(acc[i]) + off[i];
+    for (int i = 0; i < MR; ++i) {
+      acc0[i] = _mm512_castps512_ps256(acc[i]);
+      acc1[i] = _mm512_extractf32x8_ps(acc[i], 1);
+    }
+#else
+    for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t b = 2 * p;
+      float d0, m0, d1, m1;
+      const __m256i v0 = levels(w + b * kBytes, d0, m0), v1 = levels(w + (b + 1) * kBytes, d1, m1);
+      const __m256 dw0 = _mm256_set1_ps(d0), dw1 = _mm256_set1_ps(d1);
+      for (int i = 0; i < MR; ++i) {
+        const __m256i p0 = dot1(v0, ld256(x.qb(i, b))), p1 = dot1(v1, ld256(x.qb(i, b + 1)));
+        acc0[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, _mm256_loadu_ps(x.dvb(i, b))), _mm256_cvtepi32_ps(p0), acc0[i]);
+        acc1[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw1, _mm256_loadu_ps(x.dvb(i, b + 1))), _mm256_cvtepi32_ps(p1), acc1[i]);
+        if constexpr (kOffset) {
+          off[i] = __builtin_fmaf(m0, x.xs[i * nb + b], off[i]);
+          off[i] = __builtin_fmaf(m1, x.xs[i * nb + b + 1], off[i]);
+        }
+      }
+    }
+#endif
+    if (nb & 1) {  // the last block of an odd count joins the even accumulator
+      const int64_t b = nb - 1;
+      float d0, m0;
+      const __m256i v0 = levels(w + b * kBytes, d0, m0);
+      const __m256 dw0 = _mm256_set1_ps(d0);
+      for (int i = 0; i < MR; ++i) {
+        const __m256i p0 = dot1(v0, ld256(x.qb(i, b)));
+        acc0[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, _mm256_loadu_ps(x.dvb(i, b))),
+                                  _mm256_cvtepi32_ps(p0), acc0[i]);
+        if constexpr (kOffset) off[i] = __builtin_fmaf(m0, x.xs[i * nb + b], off[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) res[i] = hsum256(_mm256_add_ps(acc0[i], acc1[i])) + off[i];
   }
 };
 
 // q4_K / q5_K: eight sub-blocks of 32, 6-bit scales and mins; x = (d sc) q - (dmin m).
+// AVX-512: two sub-blocks (the low and high nibbles of 32 bytes) a 512-bit vector.
 template <QFormat F> struct K45Dot {
   static constexpr int kXBlock = 256;
   static constexpr int64_t kBytes = quant::info(F).blocks.block_bytes;
   template <int MR> static void row(const uint8_t* w, const QX& x, float* res) {
-    const int64_t k = x.k, nb = k / 256, ns = k / 16;
+    const int64_t k = x.k, nb = k / 256;
+    float off[MR];
+#if defined(__AVX512BW__)
+    const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+    const __m512i sh04 = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
+                                          0x0004000400040004LL, 0, 0, 0, 0);
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps(), off[i] = 0.f;
+#else
     const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
     __m256 acc[MR];
-    float off[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps(), off[i] = 0.f;
+#endif
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = w + b * kBytes;
       const float d = quant::load_f16(blk), dmin = quant::load_f16(blk + 2);
       int sc[8], mn[8];
       for (int j = 0; j < 8; ++j) quant::kq_detail::scale_min_k4(blk + 4, j, sc[j], mn[j]);
+      const __m128i mins = _mm_setr_epi16(int16_t(mn[0]), int16_t(mn[1]), int16_t(mn[2]), int16_t(mn[3]),
+                                          int16_t(mn[4]), int16_t(mn[5]), int16_t(mn[6]), int16_t(mn[7]));
       const uint8_t* qs = blk + (F == QFormat::q5_K ? 48 : 16);
-      __m256i u[8];
+#if defined(__AVX512BW__)
+      __m512i u[4], s16[4];
+      const __m512i qh = _mm512_broadcast_i64x4(ld256(blk + 16));
+      for (int p = 0; p < 4; ++p) {
+        u[p] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * p)), sh04), m4);
+        if constexpr (F == QFormat::q5_K) {
+          const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(int16_t(2 * p)), _mm256_set1_epi16(int16_t(2 * p + 1)), 1);
+          u[p] = _mm512_or_si512(u[p], _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), one), 4));
+        }
+        s16[p] = _mm512_inserti64x4(_mm512_set1_epi16(int16_t(sc[2 * p])), _mm256_set1_epi16(int16_t(sc[2 * p + 1])), 1);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* qx = x.qb(i, b);
+        __m512i isum = _mm512_madd_epi16(_mm512_maddubs_epi16(u[0], _mm512_loadu_si512(qx)), s16[0]);
+        for (int p = 1; p < 4; ++p)
+          isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(u[p], _mm512_loadu_si512(qx + 64 * p)), s16[p]));
+        const int msum = hsum_epi32(_mm_madd_epi16(mins, ld128(x.bsum32 + i * (k / 32) + b * 8)));
+        const float dx = x.d[i * nb + b];
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(d * dx), _mm512_cvtepi32_ps(isum), acc[i]);
+        off[i] = __builtin_fmaf(-(dmin * dx), float(msum), off[i]);
+      }
+#else
+      __m256i u[8], s16[8];
       for (int p = 0; p < 4; ++p) {
         const __m256i v = ld256(qs + 32 * p);
         u[2 * p] = _mm256_and_si256(v, m4);
@@ -238,21 +376,24 @@ template <QFormat F> struct K45Dot {
           u[j] = _mm256_or_si256(u[j], _mm256_slli_epi16(h, 4));
         }
       }
-      __m256i s16[8];
       for (int j = 0; j < 8; ++j) s16[j] = _mm256_set1_epi16(int16_t(sc[j]));
       for (int i = 0; i < MR; ++i) {
-        const int8_t* qx = x.q + i * k + b * 256;
+        const int8_t* qx = x.qb(i, b);
         __m256i isum = dot_u8s8_scaled(u[0], ld256(qx), s16[0]);
         for (int j = 1; j < 8; ++j) isum = _mm256_add_epi32(isum, dot_u8s8_scaled(u[j], ld256(qx + 32 * j), s16[j]));
-        const int16_t* bs = x.bsum + i * ns + b * 16;
-        int msum = 0;
-        for (int j = 0; j < 8; ++j) msum += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+        const int msum = hsum_epi32(_mm_madd_epi16(mins, ld128(x.bsum32 + i * (k / 32) + b * 8)));
         const float dx = x.d[i * nb + b];
         acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum), acc[i]);
         off[i] = __builtin_fmaf(-(dmin * dx), float(msum), off[i]);
       }
+#endif
     }
+#if defined(__AVX512BW__)
+    for (int i = 0; i < MR; ++i)
+      res[i] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm512_extractf32x8_ps(acc[i], 1))) + off[i];
+#else
     for (int i = 0; i < MR; ++i) res[i] = hsum256(acc[i]) + off[i];
+#endif
   }
 };
 
@@ -270,6 +411,7 @@ struct Q6KDot {
       const uint8_t* blk = w + b * kBytes;
       const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
       const float d = quant::load_f16(blk + 208);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(ld128(sc));
       __m256i u[8], s16[8];
       for (int h = 0; h < 2; ++h) {
         const __m256i l0 = ld256(blk + 64 * h), l1 = ld256(blk + 64 * h + 32), qh = ld256(blk + 128 + 32 * h);
@@ -283,12 +425,11 @@ struct Q6KDot {
         }
       }
       for (int i = 0; i < MR; ++i) {
-        const int8_t* qx = x.q + i * k + b * 256;
+        const int8_t* qx = x.qb(i, b);
         __m256i isum = dot_u8s8_scaled(u[0], ld256(qx), s16[0]);
         for (int j = 1; j < 8; ++j) isum = _mm256_add_epi32(isum, dot_u8s8_scaled(u[j], ld256(qx + 32 * j), s16[j]));
         const int16_t* bs = x.bsum + i * ns + b * 16;
-        int osum = 0;
-        for (int j = 0; j < 16; ++j) osum += sc[j] * bs[j];
+        const int osum = hsum_epi32(_mm256_madd_epi16(sc16, ld256(bs)));
         const float dx = x.d[i * nb + b];
         acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum), acc[i]);
         off[i] = __builtin_fmaf(-32.f * (d * dx), float(osum), off[i]);

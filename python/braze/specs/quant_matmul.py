@@ -35,7 +35,7 @@ MATMUL_TOL = {"float32": (2e-5, 2e-5), "float16": (1e-3, 1.5e-3), "bfloat16": (8
 # times a 4096 x 4096 weight (a prefill of 4096 rows would take minutes there).
 _DOWN = [(1, 4096, 14336), (8, 4096, 14336), (4096, 4096, 14336)]
 MATMUL_BENCH = {"decode": _DOWN[:2], "prefill": _DOWN[2:], "cuda:prefill": _DOWN,
-                "cpu:decode": [(1, 4096, 4096), (8, 4096, 4096)], "cpu:prefill": [(64, 4096, 4096)]}
+                "cpu:decode": [(1, 4096, 4096), (8, 4096, 4096), (1, 4096, 14336), (8, 4096, 14336)], "cpu:prefill": [(64, 4096, 4096)]}
 BACKENDS = ("cpu", "cuda", "metal")
 _CASES = ({"bias": False}, {"bias": True})
 
