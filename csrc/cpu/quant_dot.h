@@ -29,8 +29,9 @@ struct QX {
   int xb, mr;
   static constexpr int lb(int xb) { return xb == 32 ? 64 : xb; }
   // row i's block b, then (xb == 32, b even) block b + 1: a W block's x rows lie together
-  const int8_t* qb(int i, int64_t b) const {
-    const int64_t e = b * xb, l = lb(xb);
+  template <int XB> const int8_t* qb(int i, int64_t b) const {  // XB == xb, a constant: no division
+    constexpr int64_t l = lb(XB);
+    const int64_t e = b * XB;
     return q + ((e / l) * mr + i) * l + e % l;
   }
   const float* dvb(int i, int64_t b) const { return dv + ((b / 2) * mr + i) * 16 + (b % 2) * 8; }
@@ -125,7 +126,7 @@ template <QFormat F> struct CodecDot {
       float d, m;
       Codec<F>::levels(w, k0, q, d, m);
       for (int i = 0; i < MR; ++i) {
-        const int8_t* qx = x.qb(i, k0 / kXBlock) + k0 % kXBlock;
+        const int8_t* qx = x.template qb<kXBlock>(i, k0 / kXBlock) + k0 % kXBlock;
         int s = 0;
         for (int j = 0; j < 16; ++j) s += int(q[j]) * int(qx[j]);
         const float dx = x.d[i * nd + k0 / kXBlock];
@@ -265,7 +266,7 @@ template <QFormat F> struct LegacyDot {
         neg = _mm512_movepi8_mask(v);
       }
       for (int i = 0; i < MR; ++i) {
-        __m512i qx = _mm512_loadu_si512(x.qb(i, b));
+        __m512i qx = _mm512_loadu_si512(x.template qb<kXBlock>(i, b));
         if constexpr (!kOffset) qx = _mm512_mask_sub_epi8(qx, neg, _mm512_setzero_si512(), qx);
         const __m512i dot = _mm512_madd_epi16(_mm512_maddubs_epi16(u, qx), _mm512_set1_epi16(1));
         const __m512 s = _mm512_mul_ps(dw, _mm512_loadu_ps(x.dvb(i, b)));
@@ -288,7 +289,7 @@ template <QFormat F> struct LegacyDot {
       const __m256i v0 = levels(w + b * kBytes, d0, m0), v1 = levels(w + (b + 1) * kBytes, d1, m1);
       const __m256 dw0 = _mm256_set1_ps(d0), dw1 = _mm256_set1_ps(d1);
       for (int i = 0; i < MR; ++i) {
-        const __m256i p0 = dot1(v0, ld256(x.qb(i, b))), p1 = dot1(v1, ld256(x.qb(i, b + 1)));
+        const __m256i p0 = dot1(v0, ld256(x.template qb<kXBlock>(i, b))), p1 = dot1(v1, ld256(x.template qb<kXBlock>(i, b + 1)));
         acc0[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, _mm256_loadu_ps(x.dvb(i, b))), _mm256_cvtepi32_ps(p0), acc0[i]);
         acc1[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw1, _mm256_loadu_ps(x.dvb(i, b + 1))), _mm256_cvtepi32_ps(p1), acc1[i]);
         if constexpr (kOffset) {
@@ -304,7 +305,7 @@ template <QFormat F> struct LegacyDot {
       const __m256i v0 = levels(w + b * kBytes, d0, m0);
       const __m256 dw0 = _mm256_set1_ps(d0);
       for (int i = 0; i < MR; ++i) {
-        const __m256i p0 = dot1(v0, ld256(x.qb(i, b)));
+        const __m256i p0 = dot1(v0, ld256(x.template qb<kXBlock>(i, b)));
         acc0[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, _mm256_loadu_ps(x.dvb(i, b))),
                                   _mm256_cvtepi32_ps(p0), acc0[i]);
         if constexpr (kOffset) off[i] = __builtin_fmaf(m0, x.xs[i * nb + b], off[i]);
@@ -313,6 +314,20 @@ template <QFormat F> struct LegacyDot {
     for (int i = 0; i < MR; ++i) res[i] = hsum256(_mm256_add_ps(acc0[i], acc1[i])) + off[i];
   }
 };
+
+// q4_K / q5_K's 12 scale bytes as 8 scales (out[0..7]) and 8 mins (out[8..15]) of 6 bits, four
+// bytes at a time (kq_detail::scale_min_k4's layout: the high 2 bits of 4..7 in bytes 0..7).
+inline void scales_mins_k4(const uint8_t* s, uint8_t* out) {
+  uint32_t u[4];
+  memcpy(u, s, 12);
+  const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+  const uint32_t mins_lo = u[1] & m6;
+  u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+  u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+  u[2] = mins_lo;
+  u[0] &= m6;
+  memcpy(out, u, 16);
+}
 
 // q4_K / q5_K: eight sub-blocks of 32, 6-bit scales and mins; x = (d sc) q - (dmin m).
 // AVX-512: two sub-blocks (the low and high nibbles of 32 bytes) a 512-bit vector.
@@ -336,13 +351,13 @@ template <QFormat F> struct K45Dot {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = w + b * kBytes;
       const float d = quant::load_f16(blk), dmin = quant::load_f16(blk + 2);
-      int sc[8], mn[8];
-      for (int j = 0; j < 8; ++j) quant::kq_detail::scale_min_k4(blk + 4, j, sc[j], mn[j]);
-      const __m128i mins = _mm_setr_epi16(int16_t(mn[0]), int16_t(mn[1]), int16_t(mn[2]), int16_t(mn[3]),
-                                          int16_t(mn[4]), int16_t(mn[5]), int16_t(mn[6]), int16_t(mn[7]));
+      alignas(16) uint8_t sm[16];
+      scales_mins_k4(blk + 4, sm);
+      const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
       const uint8_t* qs = blk + (F == QFormat::q5_K ? 48 : 16);
 #if defined(__AVX512BW__)
       __m512i u[4], s16[4];
+      const __m512i scw = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
       const __m512i qh = _mm512_broadcast_i64x4(ld256(blk + 16));
       for (int p = 0; p < 4; ++p) {
         u[p] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * p)), sh04), m4);
@@ -350,10 +365,11 @@ template <QFormat F> struct K45Dot {
           const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(int16_t(2 * p)), _mm256_set1_epi16(int16_t(2 * p + 1)), 1);
           u[p] = _mm512_or_si512(u[p], _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), one), 4));
         }
-        s16[p] = _mm512_inserti64x4(_mm512_set1_epi16(int16_t(sc[2 * p])), _mm256_set1_epi16(int16_t(sc[2 * p + 1])), 1);
+        const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16(int16_t(2 * p)), _mm256_set1_epi16(int16_t(2 * p + 1)), 1);
+        s16[p] = _mm512_permutexvar_epi16(idx, scw);
       }
       for (int i = 0; i < MR; ++i) {
-        const int8_t* qx = x.qb(i, b);
+        const int8_t* qx = x.template qb<kXBlock>(i, b);
         __m512i isum = _mm512_madd_epi16(_mm512_maddubs_epi16(u[0], _mm512_loadu_si512(qx)), s16[0]);
         for (int p = 1; p < 4; ++p)
           isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(u[p], _mm512_loadu_si512(qx + 64 * p)), s16[p]));
@@ -376,9 +392,9 @@ template <QFormat F> struct K45Dot {
           u[j] = _mm256_or_si256(u[j], _mm256_slli_epi16(h, 4));
         }
       }
-      for (int j = 0; j < 8; ++j) s16[j] = _mm256_set1_epi16(int16_t(sc[j]));
+      for (int j = 0; j < 8; ++j) s16[j] = _mm256_set1_epi16(int16_t(sm[j]));
       for (int i = 0; i < MR; ++i) {
-        const int8_t* qx = x.qb(i, b);
+        const int8_t* qx = x.template qb<kXBlock>(i, b);
         __m256i isum = dot_u8s8_scaled(u[0], ld256(qx), s16[0]);
         for (int j = 1; j < 8; ++j) isum = _mm256_add_epi32(isum, dot_u8s8_scaled(u[j], ld256(qx + 32 * j), s16[j]));
         const int msum = hsum_epi32(_mm_madd_epi16(mins, ld128(x.bsum32 + i * (k / 32) + b * 8)));
@@ -425,7 +441,7 @@ struct Q6KDot {
         }
       }
       for (int i = 0; i < MR; ++i) {
-        const int8_t* qx = x.qb(i, b);
+        const int8_t* qx = x.template qb<kXBlock>(i, b);
         __m256i isum = dot_u8s8_scaled(u[0], ld256(qx), s16[0]);
         for (int j = 1; j < 8; ++j) isum = _mm256_add_epi32(isum, dot_u8s8_scaled(u[j], ld256(qx + 32 * j), s16[j]));
         const int16_t* bs = x.bsum + i * ns + b * 16;
