@@ -16,7 +16,7 @@ See docs/quant.md.
 
 Bench shapes: an 8B model's MLP down projection, N x K = 4096 x 14336, at M = 1
 and 8 (decode) and 4096 (prefill), all timed as GPU time on CUDA; the CPU times
-N x K = 4096 x 4096 at M = 1, 8 and 64. Bytes: the packed weight read once, x read, out written.
+N x K = 4096 x 4096 at M = 1, 8 and 64 and 4096 x 14336 at M = 1 and 8. Bytes: the packed weight read once, x read, out written.
 """
 from __future__ import annotations
 
