@@ -8,7 +8,7 @@ import pytest
 import braze
 from braze import quant
 from braze._arrays import BF16
-from braze.specs.quant_matmul import weight
+from braze.specs.quant_matmul import INT8_X, int8_x_active, int8_x_bound, weight
 from conftest import cpu_isa
 
 gguf = pytest.importorskip("gguf")
@@ -22,13 +22,28 @@ LEGACY = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": BF16}
 
 
-def close(got, want, dtype, k):
-    """|got - want| <= atol * sqrt(K) * rms(x) * rms(W) + rtol * |want| (docs/quant.md)."""
+def within(got, want, dtype, bound=0.0):
+    """|got - want| <= atol * sqrt(K) * rms(x) * rms(W) + rtol * |want| (+ bound: the int8
+    activations' own error, int8_x_bound) (docs/quant.md); with the largest error."""
     atol, rtol = {"float32": (2e-6, 1e-5), "float16": (2e-4, 1.5e-3), "bfloat16": (2e-3, 8e-3)}[dtype]
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     scale = max(1.0, float(np.sqrt(np.mean(want * want))))
     err = np.abs(got - want)
-    assert (err <= atol * scale + rtol * np.abs(want)).all(), f"max error {err.max():.3g}, scale {scale:.3g}"
+    return bool((err <= atol * scale + rtol * np.abs(want) + bound).all()), float(err.max())
+
+
+def close(got, want, dtype, k, bound=0.0):
+    ok, err = within(got, want, dtype, bound)
+    assert ok, f"max error {err:.3g}"
+
+
+def x_bound(fmt, x, w):
+    """int8_x_bound where the CPU GEMV quantizes x (``x [..., K]``, W [N, K] float), else 0."""
+    lead = np.shape(x)[:-1]
+    x = np.asarray(x, np.float64).reshape(-1, np.shape(x)[-1])
+    if not int8_x_active(fmt, x.shape[0]):
+        return 0.0
+    return int8_x_bound(x, w, INT8_X[fmt]).reshape(lead + (np.shape(w)[0],))
 
 
 def gguf_tensor(fmt, n, k, rng):
@@ -50,7 +65,7 @@ def test_gguf_tensor_matches_gguf_dequantize_then_numpy(fmt, m):
     x = rng.standard_normal((m, k)).astype(np.float32)
     w = gq.dequantize(raw.reshape(n, -1), GGUF_TYPES[fmt]).astype(np.float64)
     want = x.astype(np.float64) @ w.T
-    close(quant.matmul(x, qw), want, "float32", k)
+    close(quant.matmul(x, qw), want, "float32", k, x_bound(fmt, x, w))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -75,7 +90,8 @@ def test_gemm_agrees_with_gemv():
     x = rng.standard_normal((48, 768)).astype(np.float32)
     gemm = quant.matmul(x, qw)  # 48 rows: the GEMM path
     gemv = np.concatenate([quant.matmul(x[i:i + 16], qw) for i in range(0, 48, 16)])
-    close(gemm, gemv, "float32", 768)
+    # the GEMM keeps f32 x, the GEMV quantizes it to int8 (docs/quant.md)
+    close(gemm, gemv, "float32", 768, int8_x_bound(x, quant.dequantize(qw), 256))
 
 
 @pytest.mark.parametrize("m", [2, 24])
@@ -94,7 +110,7 @@ def test_leading_axes_and_strided_rows(m):
     assert out.tobytes() == got.tobytes()
     v = quant.matmul(x[0, 0], qw)  # one row, no leading axes (the GEMV: within tolerance of a GEMM row)
     assert v.shape == (11,)
-    close(v, got[0, 0], "float32", k)
+    close(v, got[0, 0], "float32", k, x_bound("q8_0", x[0, 0], quant.dequantize(qw)))
 
 
 @pytest.mark.parametrize("m", [1, 7, 40])
@@ -125,9 +141,101 @@ def test_every_cpu_isa(isa):
         bias = rng.standard_normal(n).astype(np.float16)
         want = braze.reference.quant.matmul(x.astype(np.float64), data, scales, biases, ts, bias.astype(np.float64),
                                             format="" if fmt == "dense" else fmt, group_size=group)
+        w = want_w(fmt, data, scales, biases, ts, group, k)
         with cpu_isa(isa):
             for m in (1, 3, 20):
-                close(quant.matmul(x[:m], qw, bias=bias), want[:m], "float16", k)
+                close(quant.matmul(x[:m], qw, bias=bias), want[:m], "float16", k, x_bound(fmt, x[:m], w))
+
+
+def want_w(fmt, data, scales, biases, ts, group, k):
+    """W [N, K] float64 as the reference dequantizes it (eye(K) through its matmul)."""
+    if fmt == "dense":
+        return np.asarray(data, np.float64)
+    eye = np.eye(k)
+    return braze.reference.quant.matmul(eye, data, scales, biases, ts, format=fmt, group_size=group).T
+
+
+def int8_model(x, xb):
+    """x as the int8-activation GEMV sees it: d * round(x / d) per block, d = max|x| / 127
+    (float32 arithmetic, ties to even), float64."""
+    x = np.asarray(x, np.float32)
+    m, k = x.shape
+    blocks = x.reshape(m, k // xb, xb)
+    d = np.abs(blocks).max(axis=2, keepdims=True) / np.float32(127)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint(blocks * inv), -127, 127)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(m, k)
+
+
+@pytest.mark.parametrize("isa", braze._cpu.isas_supported())
+@pytest.mark.parametrize("fmt", list(INT8_X))
+def test_int8_activations_match_their_model(fmt, isa):
+    """The int8-activation GEMV equals, within the f32 tolerance, the exact product of the
+    dequantized W with x quantized by the documented rule (int8_model): the kernels' integer
+    dots and scale combination are checked tightly, the activation rounding separately."""
+    rng = np.random.default_rng(12)
+    n, k = 19, 1024
+    data, scales, biases, ts, group = weight(fmt, n, k, "float32", rng)
+    qw = quant.QuantizedTensor(fmt, (n, k), data, scales, biases, ts, group)
+    w = want_w(fmt, data, scales, biases, ts, group, k)
+    x = (rng.standard_normal((16, k)) * rng.uniform(0.1, 10, (16, 1))).astype(np.float32)
+    with cpu_isa(isa):
+        for m in (1, 3, 16):
+            got = quant.matmul(x[:m], qw)
+            close(got, int8_model(x[:m], INT8_X[fmt]) @ w.T, "float32", k)
+            close(got, x[:m].astype(np.float64) @ w.T, "float32", k, int8_x_bound(x[:m], w, INT8_X[fmt]))
+
+
+def test_exact_f32_path_on_request():
+    rng = np.random.default_rng(13)
+    n, k = 21, 512
+    for fmt in ("q4_0", "q4_K", "q6_K"):
+        data = weight(fmt, n, k, "float32", rng)[0]
+        qw = quant.QuantizedTensor(fmt, (n, k), data)
+        x = rng.standard_normal((4, k)).astype(np.float32)
+        want = x.astype(np.float64) @ quant.dequantize(qw).astype(np.float64).T
+        assert braze._cpu.quant_int8_activations()
+        braze._cpu.set_quant_int8_activations(False)
+        try:
+            exact = quant.matmul(x, qw)
+        finally:
+            braze._cpu.set_quant_int8_activations(True)
+        close(exact, want, "float32", k)
+        assert not within(quant.matmul(x, qw), want, "float32")[0], fmt  # int8 x is not exact
+
+
+def _swap_nibbles(b, lo, hi):
+    b[..., lo:hi] = (b[..., lo:hi] >> 4) | (b[..., lo:hi] << 4)
+
+
+def _next_scale(b, lo, hi):
+    b[..., lo:hi] = np.roll(b[..., lo:hi], 1, axis=-1)
+
+
+# (format, bytes of a block, a bug): nibbles read from the wrong half, or each sub-block
+# (element) scaled by its neighbour's scale
+BUGS = [("q4_0", 18, lambda b: _swap_nibbles(b, 2, 18)), ("q8_0", 34, lambda b: _next_scale(b, 2, 34)),
+        ("q4_K", 144, lambda b: _swap_nibbles(b, 16, 144)), ("q4_K", 144, lambda b: _next_scale(b, 4, 16)),
+        ("q6_K", 210, lambda b: _swap_nibbles(b, 0, 128)), ("q6_K", 210, lambda b: _next_scale(b, 192, 208)),
+        ("q5_K", 176, lambda b: _next_scale(b, 16, 48))]
+
+
+@pytest.mark.parametrize("fmt,nbytes,bug", BUGS)
+def test_the_int8_bound_fails_a_wrong_scale_or_a_shifted_nibble(fmt, nbytes, bug):
+    """The int8-activation tolerance is tight enough to catch a kernel bug: the product of a
+    corrupted weight fails the check against the true one's reference."""
+    rng = np.random.default_rng(14)
+    n, k = 33, 1024
+    data = weight(fmt, n, k, "float32", rng)[0]
+    qw = quant.QuantizedTensor(fmt, (n, k), data)
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    w = quant.dequantize(qw).astype(np.float64)
+    want, bound = x.astype(np.float64) @ w.T, int8_x_bound(x, w, INT8_X[fmt])
+    assert within(quant.matmul(x, qw), want, "float32", bound)[0]
+    bad = np.array(data).reshape(n, k // INT8_X[fmt], nbytes)  # INT8_X: the x block, here the W block
+    bug(bad)
+    got = quant.matmul(x, quant.QuantizedTensor(fmt, (n, k), bad.reshape(n, -1)))
+    assert not within(got, want, "float32", bound)[0]
 
 
 # ---------------------------------------------------------------- bad input
@@ -183,7 +291,8 @@ def test_torch_tensors_and_compile():
     bias = torch.ones(24, dtype=torch.bfloat16)
     got = quant.matmul(x, qw, bias=bias)
     assert isinstance(got, torch.Tensor) and got.shape == (3, 5, 24) and got.dtype == torch.bfloat16
-    want = x.double() @ quant.dequantize(qw).double().T + 1.0
-    close(got.float().numpy(), want.numpy(), "bfloat16", 256)
+    w = quant.dequantize(qw).double()
+    want = x.double() @ w.T + 1.0
+    close(got.float().numpy(), want.numpy(), "bfloat16", 256, x_bound("q4_K", x.float().numpy(), w.numpy()))
     compiled = torch.compile(lambda a: quant.matmul(a, qw, bias=bias), fullgraph=True)
     assert torch.equal(compiled(x), got)

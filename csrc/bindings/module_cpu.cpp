@@ -71,6 +71,10 @@ NB_MODULE(_cpu, m) {
         "Outputs larger than this many bytes are written around the cache (non-temporal stores).");
   m.def("set_stream_min_bytes", &cpu::set_stream_min_bytes, nb::arg("bytes"),
         "For tests: 0 streams every output; a negative value restores the default (half the last-level cache).");
+  m.def("quant_int8_activations", &cpu::quant_int8_activations,
+        "Whether quant.matmul's GEMV quantizes x to int8 for the GGML formats (docs/quant.md).");
+  m.def("set_quant_int8_activations", &cpu::set_quant_int8_activations, nb::arg("on"),
+        "False runs every format's GEMV with exact float32 x (the GEMM always does).");
   // The copy ceiling of `braze bench`: the pool's threads each memcpy one slice.
   m.def("copy", [](bind::Array src, nb::ndarray<> dst) {
     size_t n = src.nbytes();

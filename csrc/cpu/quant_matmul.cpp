@@ -460,12 +460,15 @@ template <class D> void run_split(const quant::MatmulArgs& a) {
   BRAZE_QUANT_KQUANTS_FORMATS(X)      \
   BRAZE_QUANT_IQUANTS_FORMATS(X)
 
+#include "cpu/quant_dot.h"
+
 }  // namespace
 
 void matmul_run(const quant::MatmulArgs& a) {
   with_float_dtype(a.dtype, [&](auto d) {
     using D = decltype(d);
     if (a.dense) return run_with<DenseDec<D>, D>(a, {a.w});
+    if (a.m > 0 && a.m <= kGemvRows && a.w.rows > 0 && quant_int8_activations() && matmul_int8<D>(a)) return;
     if (a.w.format == QFormat::q8_0) return run_with<Block32Dec<QFormat::q8_0>, D>(a, {a.w});
     if (a.w.format == QFormat::q4_0) return run_with<Block32Dec<QFormat::q4_0>, D>(a, {a.w});
     if (a.w.format == QFormat::q4_1) return run_with<Block32Dec<QFormat::q4_1>, D>(a, {a.w});

@@ -258,6 +258,12 @@ int64_t stream_min_bytes() {
 
 void set_stream_min_bytes(int64_t bytes) { g_stream_min.store(bytes < 0 ? -1 : bytes); }
 
+namespace {
+std::atomic<bool> g_int8_act{true};
+}
+bool quant_int8_activations() { return g_int8_act.load(std::memory_order_relaxed); }
+void set_quant_int8_activations(bool on) { g_int8_act.store(on, std::memory_order_relaxed); }
+
 void set_num_threads(int n) {
   g_threads.store(std::max(1, n));
   pool().resize(std::max(1, n));

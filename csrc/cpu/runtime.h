@@ -22,6 +22,10 @@ int num_threads();
 // set 0 to run the streaming path on small shapes.
 int64_t stream_min_bytes();
 void set_stream_min_bytes(int64_t bytes);  // < 0: back to the default
+// quant.matmul's GEMV quantizes x to int8 for the GGML formats (as ggml does;
+// docs/quant.md): on by default; off runs every format with exact f32 x.
+bool quant_int8_activations();
+void set_quant_int8_activations(bool on);
 void set_num_threads(int n);
 
 // Runs fn(task, worker) for task in [0, tasks) on the pool; the calling thread

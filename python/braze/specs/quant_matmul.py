@@ -11,11 +11,12 @@ Tolerance: the float64 reference rounds once; the kernels sum in float32, so
 their error grows like sqrt(K) * |x| * |W| ulp(f32): testing.compare's
 ``atol * max(1, rms(ref))`` term is exactly that scale (rms of a random dot
 product is sqrt(K) * rms(x) * rms(W)). Half-precision outputs add one rounding
-(rtol). See docs/quant.md.
+(rtol). The CPU GEMV's int8 activations (INT8_X) add at most ``int8_x_bound`` (err_bound).
+See docs/quant.md.
 
 Bench shapes: an 8B model's MLP down projection, N x K = 4096 x 14336, at M = 1
 and 8 (decode) and 4096 (prefill), all timed as GPU time on CUDA; the CPU times
-N x K = 4096 x 4096 at M = 1, 8 and 64. Bytes: the packed weight read once, x read, out written.
+N x K = 4096 x 4096 at M = 1, 8 and 64 and 4096 x 14336 at M = 1 and 8. Bytes: the packed weight read once, x read, out written.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ MATMUL_TOL = {"float32": (2e-5, 2e-5), "float16": (1e-3, 1.5e-3), "bfloat16": (8
 # times a 4096 x 4096 weight (a prefill of 4096 rows would take minutes there).
 _DOWN = [(1, 4096, 14336), (8, 4096, 14336), (4096, 4096, 14336)]
 MATMUL_BENCH = {"decode": _DOWN[:2], "prefill": _DOWN[2:], "cuda:prefill": _DOWN,
-                "cpu:decode": [(1, 4096, 4096), (8, 4096, 4096)], "cpu:prefill": [(64, 4096, 4096)]}
+                "cpu:decode": [(1, 4096, 4096), (8, 4096, 4096), (1, 4096, 14336), (8, 4096, 14336)], "cpu:prefill": [(64, 4096, 4096)]}
 BACKENDS = ("cpu", "cuda", "metal")
 _CASES = ({"bias": False}, {"bias": True})
 
@@ -81,6 +82,48 @@ def matmul_arrays(x, data, scales=None, biases=None, tensor_scale=None, *, forma
 
 def matmul_reference(x, data, scales=None, biases=None, tensor_scale=None, *, format="", bias=None, group_size=None):
     return ref.matmul(x, data, scales, biases, tensor_scale, bias, format=format, group_size=group_size)
+
+
+# The CPU GEMV (1-16 rows) quantizes x to int8 for these formats, in blocks of this many
+# elements (csrc/cpu/quant_dot.h; docs/quant.md), as ggml's CPU kernels do; the GEMM keeps f32 x.
+INT8_X = {"q8_0": 32, "q4_0": 32, "q4_1": 32, "q5_0": 32, "q5_1": 32, "iq4_nl": 32, "mxfp4_gguf": 32,
+          "q2_K": 256, "q3_K": 256, "q4_K": 256, "q5_K": 256, "q6_K": 256, "iq4_xs": 256}
+GEMV_ROWS = 16
+
+
+def int8_x_bound(x, w, xb):
+    """``[M, N]``: the most int8 activations can move ``x @ w.T``. Each element of a block
+    of ``xb`` moves by at most d / 2 = max|x_blk| / 254 (d = max / 127, rounded to nearest),
+    times 1 + 2^-10 for d's and x / d's float32 roundings; summed against |w| of the block."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    m, k = x.shape
+    amax = np.abs(x).reshape(m, k // xb, xb).max(axis=2)
+    wsum = np.abs(w).reshape(w.shape[0], k // xb, xb).sum(axis=2)
+    return (amax / 254.0 * (1 + 2.0 ** -10)) @ wsum.T
+
+
+def int8_x_active(fmt, m, backend="cpu"):
+    """Whether ``m`` rows of ``fmt`` take the CPU's int8-activation GEMV now."""
+    if backend != "cpu" or fmt not in INT8_X or not 0 < m <= GEMV_ROWS:
+        return False
+    from .. import _cpu
+
+    return bool(_cpu.quant_int8_activations())
+
+
+def _err_bound(fmt):
+    def bound(args, kwargs, backend):
+        x, data = args[0], args[1]
+        if not int8_x_active(fmt, int(np.prod(x.shape[:-1])), backend) or x.size == 0:
+            return None
+        if fmt in ref.BLOCKS:
+            w = ref.dequantize(data, format=fmt, dtype="float64")
+        else:
+            from ..reference import quant_mx as ref_mx
+
+            w = ref_mx.dequantize(data, *args[2:5], format=fmt, k=x.shape[-1], group_size=kwargs.get("group_size"))
+        return int8_x_bound(x.reshape(-1, x.shape[-1]), w, INT8_X[fmt])
+    return bound
 
 
 def _inputs(fmt):
@@ -131,4 +174,5 @@ for _fmt in FORMATS:
         make_inputs=_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_cost(_fmt), backends=BACKENDS,
         tol=dict(MATMUL_TOL), cases=_CASES, shapes=_shapes(_b), edge_shapes=_edges(_b),
         bench_shapes=MATMUL_BENCH, layouts=("contiguous", "strided", "broadcast", "misaligned"), native="matmul",
+        err_bound=_err_bound(_fmt) if _fmt in INT8_X else None,
     ))

@@ -1,0 +1,507 @@
+// quant.matmul's int8-activation GEMV (included by quant_matmul.cpp inside
+// braze::cpu::BRAZE_ISA): x rows quantized once per call to int8 the way ggml
+// does it (q8_0-like blocks of 32 for the legacy formats, q8_K-like blocks of
+// 256 for the K-quants; one f32 scale d = max|x| / 127 a block, round to
+// nearest even, sums of every 16 levels), then int8 x int8 dot products per
+// weight block, exact in int32, combined with the blocks' f32 scales.
+//
+// AVX2 / AVX-512 builds: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_K, q5_K and
+// q6_K unpack whole blocks in 256-bit vectors (nibbles by mask and shift,
+// high bits by byte shuffles, codebooks by vpshufb) and multiply u8 x s8 with
+// vpmaddubsw + vpmaddwd (signed weights through vpsignb). Every other
+// int8-activation format, and every one in the base build, goes through the
+// codec's levels 16 at a time and a scalar int32 dot.
+//
+// A row's result depends only on that row of x and W: the loops over the x
+// rows of a batch (MR) only share the unpacked weight block.
+// Included inside quant_matmul.cpp's anonymous namespace (it uses that file's helpers).
+
+// ------------------------------------------------------------ x rows as int8
+struct QX {
+  std::unique_ptr<uint8_t[]> buf;
+  const int8_t* q;      // [k / lb][MR][lb]: lb = 64 or 256 elements (xb 32 or 256) of a row, then the next row
+  const float* d;       // [MR][k / xb]: the block scales
+  const int16_t* bsum;  // [MR][k / 16]: sums of 16 levels
+  const float* xs;      // [MR][k / 32]: d * (sum of 32 levels) (xb == 32)
+  const float* dv;      // [k / 64][MR][2][8]: d eight times (xb == 32), a vector load
+  const int16_t* bsum32;  // [MR][k / 32]: sums of 32 levels
+  int64_t k;
+  int xb, mr;
+  static constexpr int lb(int xb) { return xb == 32 ? 64 : xb; }
+  // row i's block b, then (xb == 32, b even) block b + 1: a W block's x rows lie together
+  template <int XB> const int8_t* qb(int i, int64_t b) const {  // XB == xb, a constant: no division
+    constexpr int64_t l = lb(XB);
+    const int64_t e = b * XB;
+    return q + ((e / l) * mr + i) * l + e % l;
+  }
+  const float* dvb(int i, int64_t b) const { return dv + ((b / 2) * mr + i) * 16 + (b % 2) * 8; }
+};
+
+// q[j] = round(x[j] / d), d = max|x| / 127 (ggml's q8_0 / q8_K). NaN in x: d and the result NaN.
+inline void quantize_x_block(const float* x, int n, int8_t* q, float& d) {
+  float amax = 0.f;
+  for (int j = 0; j < n; ++j) {
+    const float a = __builtin_fabsf(x[j]);
+    amax = a > amax ? a : amax;
+    if (a != a) amax = a;
+  }
+  d = amax / 127.f;
+  const float id = d != 0.f && d == d ? 1.f / d : 0.f;
+  for (int j = 0; j < n; ++j) {
+    float v = __builtin_nearbyintf(x[j] * id);
+    v = v > 127.f ? 127.f : v < -127.f ? -127.f : v;
+    q[j] = int8_t(v == v ? int(v) : 0);
+  }
+}
+
+template <class D> QX quantize_x(const quant::MatmulArgs& a, int mr, int xb) {
+  const int64_t k = a.w.cols, nd = k / xb;
+  QX g;
+  const int64_t l = QX::lb(xb), kpad = (k + l - 1) / l * l;
+  const size_t nq = size_t(mr) * size_t(kpad), nf = size_t(mr) * size_t(nd + k / 32 + 8 * (kpad / 32)),
+               ns = size_t(mr) * size_t(k / 16 + k / 32);
+  g.buf.reset(new uint8_t[nq + 4 * nf + 2 * ns + 64]());
+  int8_t* q = reinterpret_cast<int8_t*>(g.buf.get());
+  float* d = reinterpret_cast<float*>(g.buf.get() + (nq + 15) / 16 * 16);
+  float* xs = d + size_t(mr) * nd;
+  float* dv = xs + size_t(mr) * (k / 32);
+  int16_t* bsum = reinterpret_cast<int16_t*>(dv + size_t(mr) * (kpad / 32) * 8);
+  int16_t* bsum32 = bsum + size_t(mr) * (k / 16);
+  std::unique_ptr<float[]> xf(new float[size_t(k)]);
+  for (int64_t i = 0; i < a.m; ++i) {
+    convert_row<D>(static_cast<const typename D::T*>(a.x) + i * a.x_stride, xf.get(), k);
+    auto at = [&](int64_t e) { return q + ((e / l) * mr + i) * l + e % l; };
+    for (int64_t b = 0; b < nd; ++b) quantize_x_block(xf.get() + b * xb, xb, at(b * xb), d[i * nd + b]);
+    for (int64_t c = 0; c < k / 16; ++c) {
+      const int8_t* qc = at(c * 16);
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += qc[j];
+      bsum[i * (k / 16) + c] = int16_t(s);
+    }
+    for (int64_t c = 0; c < k / 32; ++c)
+      bsum32[i * (k / 32) + c] = int16_t(bsum[i * (k / 16) + 2 * c] + bsum[i * (k / 16) + 2 * c + 1]);
+    if (xb == 32)
+      for (int64_t b = 0; b < nd; ++b) {
+        xs[i * nd + b] = d[i * nd + b] * float(bsum[i * (k / 16) + 2 * b] + bsum[i * (k / 16) + 2 * b + 1]);
+        for (int j = 0; j < 8; ++j) dv[((b / 2) * mr + i) * 16 + (b % 2) * 8 + j] = d[i * nd + b];
+      }
+  }
+  g.q = q;
+  g.d = d;
+  g.xs = xs;
+  g.dv = dv;
+  g.bsum32 = bsum32;
+  g.bsum = bsum;
+  g.k = k;
+  g.xb = xb;
+  g.mr = mr;
+  return g;
+}
+
+// Which formats take int8 x, and in which blocks (0: none, exact f32 x).
+constexpr int int8_x_block(QFormat f) {
+  switch (f) {
+    case QFormat::q8_0: case QFormat::q4_0: case QFormat::q4_1: case QFormat::q5_0: case QFormat::q5_1:
+    case QFormat::iq4_nl: case QFormat::mxfp4_gguf:
+      return 32;
+    case QFormat::q2_K: case QFormat::q3_K: case QFormat::q4_K: case QFormat::q5_K: case QFormat::q6_K:
+    case QFormat::iq4_xs:
+      return 256;
+    default:
+      return 0;
+  }
+}
+
+// ------------------------------------------------------------ generic: the codec's levels
+// res[i] = sum over chunks of 16 of (d dx) (q . qx) (+/- (m dx) bsum).
+template <QFormat F> struct CodecDot {
+  static constexpr int kXBlock = int8_x_block(F);
+  template <int MR> static void row(const uint8_t* w, const QX& x, float* res) {
+    constexpr Affine aff = Codec<F>::kAffine;
+    const int64_t k = x.k, nd = k / kXBlock;
+    float acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = 0.f;
+    for (int64_t k0 = 0; k0 < k; k0 += 16) {
+      int8_t q[16];
+      float d, m;
+      Codec<F>::levels(w, k0, q, d, m);
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* qx = x.template qb<kXBlock>(i, k0 / kXBlock) + k0 % kXBlock;
+        int s = 0;
+        for (int j = 0; j < 16; ++j) s += int(q[j]) * int(qx[j]);
+        const float dx = x.d[i * nd + k0 / kXBlock];
+        acc[i] = __builtin_fmaf(d * dx, float(s), acc[i]);
+        if constexpr (aff != Affine::mul) {
+          const float mm = aff == Affine::mul_add ? m * dx : -(m * dx);
+          acc[i] = __builtin_fmaf(mm, float(x.bsum[i * (k / 16) + k0 / 16]), acc[i]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) res[i] = acc[i];
+  }
+};
+
+#if defined(__AVX2__)
+// ------------------------------------------------------------ AVX2 blocks
+inline __m256i ld256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i ld128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+// 8 int32 lanes, each the sum of 4 products u[j] s[j] (u unsigned <= 63, or <= 128 with |s| <= 127)
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+// the same with each half's 16 products weighted by an int16 scale (lanes 0-3 by lo, 4-7 by hi)
+inline __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scales16) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales16);
+}
+inline float hsum256(__m256 v) {
+  f8 t;
+  memcpy(&t, &v, sizeof t);
+  return hsum8(t);
+}
+// 16 bytes as the low nibbles (elements 0-15) then the high ones (16-31).
+inline __m256i nibbles32(const uint8_t* p) {
+  const __m128i v = ld128(p), m4 = _mm_set1_epi8(15);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+}
+// Bit j of the 32-bit qh as 0 / 16 in byte j.
+inline __m256i high_bits32(uint32_t qh) {
+  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bits = _mm256_set1_epi64x(0x8040201008040201LL);
+  const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)), shuf), bits);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(b, bits), _mm256_set1_epi8(16));
+}
+// The sum of 4 int32 lanes, and of 8.
+inline int hsum_epi32(__m128i t) {
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+inline int hsum_epi32(__m256i t) {
+  return hsum_epi32(_mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)));
+}
+#if defined(__AVX512BW__)
+// Two blocks' 16 nibble bytes (at p0, p1) as [lo0 | hi0 | lo1 | hi1]: each block's elements 0-31.
+inline __m512i nibbles64(const uint8_t* p0, const uint8_t* p1) {
+  const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(ld128(p0))),
+                                       _mm256_broadcastsi128_si256(ld128(p1)), 1);
+  const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                      0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(15));
+}
+#endif
+inline __m256i iq4_codebook() {
+  const __m128i t = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  return _mm256_set_m128i(t, t);
+}
+
+// Legacy 32-element blocks: the block's levels as int8 (q4_0 / q5_0 centred, so
+// signed like q8_0 / iq4_nl), d, and for q4_1 / q5_1 the offset m (unsigned
+// levels; m times the x block's sum). Two blocks a step: in one 512-bit vector
+// with AVX-512 BW, else in two 256-bit accumulators (even and odd blocks), so
+// the FMA chains of a row overlap; the lanes meet in the same order on both.
+template <QFormat F> struct LegacyDot {
+  static constexpr int kXBlock = 32;
+  static constexpr int64_t kBytes = quant::info(F).blocks.block_bytes;
+  static constexpr bool kOffset = F == QFormat::q4_1 || F == QFormat::q5_1;
+  static __m256i levels(const uint8_t* b, float& d, float& m) {
+    d = quant::load_f16(b);
+    m = 0.f;
+    if constexpr (F == QFormat::q8_0) {
+      return ld256(b + 2);
+    } else if constexpr (F == QFormat::iq4_nl) {
+      return _mm256_shuffle_epi8(iq4_codebook(), nibbles32(b + 2));
+    } else if constexpr (F == QFormat::q4_0) {
+      return _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
+    } else if constexpr (F == QFormat::q4_1) {
+      m = quant::load_f16(b + 2);
+      return nibbles32(b + 4);
+    } else if constexpr (F == QFormat::q5_0) {
+      uint32_t qh;
+      memcpy(&qh, b + 2, 4);
+      return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), high_bits32(qh)), _mm256_set1_epi8(16));
+    } else {
+      static_assert(F == QFormat::q5_1);
+      m = quant::load_f16(b + 2);
+      uint32_t qh;
+      memcpy(&qh, b + 4, 4);
+      return _mm256_or_si256(nibbles32(b + 8), high_bits32(qh));
+    }
+  }
+  // 8 int32 lanes of one block's dot with one row's levels
+  static __m256i dot1(__m256i v, __m256i qx) {
+    if constexpr (kOffset) return dot_u8s8(v, qx);
+    else return dot_u8s8(_mm256_sign_epi8(v, v), _mm256_sign_epi8(qx, v));
+  }
+  template <int MR> static void row(const uint8_t* w, const QX& x, float* res) {
+    const int64_t k = x.k, nb = k / 32, pairs = nb / 2;
+    float off[MR];
+    __m256 acc0[MR], acc1[MR];
+    for (int i = 0; i < MR; ++i) off[i] = 0.f;
+#if defined(__AVX512BW__)
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t b = 2 * p;
+      float d0, m0, d1, m1;
+      __m512i v;
+      if constexpr (F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::iq4_nl) {
+        const uint8_t *b0 = w + b * kBytes, *b1 = b0 + kBytes;
+        constexpr int o = F == QFormat::q4_1 ? 4 : 2;
+        d0 = quant::load_f16(b0), d1 = quant::load_f16(b1);
+        m0 = F == QFormat::q4_1 ? quant::load_f16(b0 + 2) : 0.f;
+        m1 = F == QFormat::q4_1 ? quant::load_f16(b1 + 2) : 0.f;
+        v = nibbles64(b0 + o, b1 + o);
+        if constexpr (F == QFormat::q4_0) v = _mm512_sub_epi8(v, _mm512_set1_epi8(8));
+        if constexpr (F == QFormat::iq4_nl) v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm256_castsi256_si128(iq4_codebook())), v);
+      } else {
+        const __m256i v0 = levels(w + b * kBytes, d0, m0), v1 = levels(w + (b + 1) * kBytes, d1, m1);
+        v = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
+      }
+      const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+      __m512i u = v;
+      __mmask64 neg = 0;
+      if constexpr (!kOffset) {
+        u = _mm512_abs_epi8(v);
+        neg = _mm512_movepi8_mask(v);
+      }
+      for (int i = 0; i < MR; ++i) {
+        __m512i qx = _mm512_loadu_si512(x.template qb<kXBlock>(i, b));
+        if constexpr (!kOffset) qx = _mm512_mask_sub_epi8(qx, neg, _mm512_setzero_si512(), qx);
+        const __m512i dot = _mm512_madd_epi16(_mm512_maddubs_epi16(u, qx), _mm512_set1_epi16(1));
+        const __m512 s = _mm512_mul_ps(dw, _mm512_loadu_ps(x.dvb(i, b)));
+        acc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc[i]);
+        if constexpr (kOffset) {
+          off[i] = __builtin_fmaf(m0, x.xs[i * nb + b], off[i]);
+          off[i] = __builtin_fmaf(m1, x.xs[i * nb + b + 1], off[i]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      acc0[i] = _mm512_castps512_ps256(acc[i]);
+      acc1[i] = _mm512_extractf32x8_ps(acc[i], 1);
+    }
+#else
+    for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t b = 2 * p;
+      float d0, m0, d1, m1;
+      const __m256i v0 = levels(w + b * kBytes, d0, m0), v1 = levels(w + (b + 1) * kBytes, d1, m1);
+      const __m256 dw0 = _mm256_set1_ps(d0), dw1 = _mm256_set1_ps(d1);
+      for (int i = 0; i < MR; ++i) {
+        const __m256i p0 = dot1(v0, ld256(x.template qb<kXBlock>(i, b))), p1 = dot1(v1, ld256(x.template qb<kXBlock>(i, b + 1)));
+        acc0[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, _mm256_loadu_ps(x.dvb(i, b))), _mm256_cvtepi32_ps(p0), acc0[i]);
+        acc1[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw1, _mm256_loadu_ps(x.dvb(i, b + 1))), _mm256_cvtepi32_ps(p1), acc1[i]);
+        if constexpr (kOffset) {
+          off[i] = __builtin_fmaf(m0, x.xs[i * nb + b], off[i]);
+          off[i] = __builtin_fmaf(m1, x.xs[i * nb + b + 1], off[i]);
+        }
+      }
+    }
+#endif
+    if (nb & 1) {  // the last block of an odd count joins the even accumulator
+      const int64_t b = nb - 1;
+      float d0, m0;
+      const __m256i v0 = levels(w + b * kBytes, d0, m0);
+      const __m256 dw0 = _mm256_set1_ps(d0);
+      for (int i = 0; i < MR; ++i) {
+        const __m256i p0 = dot1(v0, ld256(x.template qb<kXBlock>(i, b)));
+        acc0[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, _mm256_loadu_ps(x.dvb(i, b))),
+                                  _mm256_cvtepi32_ps(p0), acc0[i]);
+        if constexpr (kOffset) off[i] = __builtin_fmaf(m0, x.xs[i * nb + b], off[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) res[i] = hsum256(_mm256_add_ps(acc0[i], acc1[i])) + off[i];
+  }
+};
+
+// q4_K / q5_K's 12 scale bytes as 8 scales (out[0..7]) and 8 mins (out[8..15]) of 6 bits, four
+// bytes at a time (kq_detail::scale_min_k4's layout: the high 2 bits of 4..7 in bytes 0..7).
+inline void scales_mins_k4(const uint8_t* s, uint8_t* out) {
+  uint32_t u[4];
+  memcpy(u, s, 12);
+  const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+  const uint32_t mins_lo = u[1] & m6;
+  u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+  u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+  u[2] = mins_lo;
+  u[0] &= m6;
+  memcpy(out, u, 16);
+}
+
+// q4_K / q5_K: eight sub-blocks of 32, 6-bit scales and mins; x = (d sc) q - (dmin m).
+// AVX-512: two sub-blocks (the low and high nibbles of 32 bytes) a 512-bit vector.
+template <QFormat F> struct K45Dot {
+  static constexpr int kXBlock = 256;
+  static constexpr int64_t kBytes = quant::info(F).blocks.block_bytes;
+  template <int MR> static void row(const uint8_t* w, const QX& x, float* res) {
+    const int64_t k = x.k, nb = k / 256;
+    float off[MR];
+#if defined(__AVX512BW__)
+    const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+    const __m512i sh04 = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
+                                          0x0004000400040004LL, 0, 0, 0, 0);
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps(), off[i] = 0.f;
+#else
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    __m256 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps(), off[i] = 0.f;
+#endif
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + b * kBytes;
+      const float d = quant::load_f16(blk), dmin = quant::load_f16(blk + 2);
+      alignas(16) uint8_t sm[16];
+      scales_mins_k4(blk + 4, sm);
+      const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+      const uint8_t* qs = blk + (F == QFormat::q5_K ? 48 : 16);
+#if defined(__AVX512BW__)
+      __m512i u[4], s16[4];
+      const __m512i scw = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
+      const __m512i qh = _mm512_broadcast_i64x4(ld256(blk + 16));
+      for (int p = 0; p < 4; ++p) {
+        u[p] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * p)), sh04), m4);
+        if constexpr (F == QFormat::q5_K) {
+          const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(int16_t(2 * p)), _mm256_set1_epi16(int16_t(2 * p + 1)), 1);
+          u[p] = _mm512_or_si512(u[p], _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), one), 4));
+        }
+        const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16(int16_t(2 * p)), _mm256_set1_epi16(int16_t(2 * p + 1)), 1);
+        s16[p] = _mm512_permutexvar_epi16(idx, scw);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* qx = x.template qb<kXBlock>(i, b);
+        __m512i isum = _mm512_madd_epi16(_mm512_maddubs_epi16(u[0], _mm512_loadu_si512(qx)), s16[0]);
+        for (int p = 1; p < 4; ++p)
+          isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(u[p], _mm512_loadu_si512(qx + 64 * p)), s16[p]));
+        const int msum = hsum_epi32(_mm_madd_epi16(mins, ld128(x.bsum32 + i * (k / 32) + b * 8)));
+        const float dx = x.d[i * nb + b];
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(d * dx), _mm512_cvtepi32_ps(isum), acc[i]);
+        off[i] = __builtin_fmaf(-(dmin * dx), float(msum), off[i]);
+      }
+#else
+      __m256i u[8], s16[8];
+      for (int p = 0; p < 4; ++p) {
+        const __m256i v = ld256(qs + 32 * p);
+        u[2 * p] = _mm256_and_si256(v, m4);
+        u[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      }
+      if constexpr (F == QFormat::q5_K) {
+        const __m256i qh = ld256(blk + 16);
+        for (int j = 0; j < 8; ++j) {
+          const __m256i h = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
+          u[j] = _mm256_or_si256(u[j], _mm256_slli_epi16(h, 4));
+        }
+      }
+      for (int j = 0; j < 8; ++j) s16[j] = _mm256_set1_epi16(int16_t(sm[j]));
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* qx = x.template qb<kXBlock>(i, b);
+        __m256i isum = dot_u8s8_scaled(u[0], ld256(qx), s16[0]);
+        for (int j = 1; j < 8; ++j) isum = _mm256_add_epi32(isum, dot_u8s8_scaled(u[j], ld256(qx + 32 * j), s16[j]));
+        const int msum = hsum_epi32(_mm_madd_epi16(mins, ld128(x.bsum32 + i * (k / 32) + b * 8)));
+        const float dx = x.d[i * nb + b];
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum), acc[i]);
+        off[i] = __builtin_fmaf(-(dmin * dx), float(msum), off[i]);
+      }
+#endif
+    }
+#if defined(__AVX512BW__)
+    for (int i = 0; i < MR; ++i)
+      res[i] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm512_extractf32x8_ps(acc[i], 1))) + off[i];
+#else
+    for (int i = 0; i < MR; ++i) res[i] = hsum256(acc[i]) + off[i];
+#endif
+  }
+};
+
+// q6_K: 6-bit levels (4 low bits in ql, 2 high in qh) centred on 32, int8 scales per 16.
+struct Q6KDot {
+  static constexpr int kXBlock = 256;
+  static constexpr int64_t kBytes = 210;
+  template <int MR> static void row(const uint8_t* w, const QX& x, float* res) {
+    const int64_t k = x.k, nb = k / 256, ns = k / 16;
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    __m256 acc[MR];
+    float off[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps(), off[i] = 0.f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + b * kBytes;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      const float d = quant::load_f16(blk + 208);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(ld128(sc));
+      __m256i u[8], s16[8];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i l0 = ld256(blk + 64 * h), l1 = ld256(blk + 64 * h + 32), qh = ld256(blk + 128 + 32 * h);
+        const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+        for (int g = 0; g < 4; ++g) {
+          const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), m2);
+          u[4 * h + g] = _mm256_or_si256(lo[g], _mm256_slli_epi16(hi, 4));
+          s16[4 * h + g] = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * g + 1]), _mm_set1_epi16(sc[8 * h + 2 * g]));
+        }
+      }
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* qx = x.template qb<kXBlock>(i, b);
+        __m256i isum = dot_u8s8_scaled(u[0], ld256(qx), s16[0]);
+        for (int j = 1; j < 8; ++j) isum = _mm256_add_epi32(isum, dot_u8s8_scaled(u[j], ld256(qx + 32 * j), s16[j]));
+        const int16_t* bs = x.bsum + i * ns + b * 16;
+        const int osum = hsum_epi32(_mm256_madd_epi16(sc16, ld256(bs)));
+        const float dx = x.d[i * nb + b];
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum), acc[i]);
+        off[i] = __builtin_fmaf(-32.f * (d * dx), float(osum), off[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) res[i] = hsum256(acc[i]) + off[i];
+  }
+};
+#endif  // __AVX2__
+
+// ------------------------------------------------------------ the GEMV
+template <class Kern, class D, int MR> void gemv_int8(const quant::MatmulArgs& a) {
+  const QX x = quantize_x<D>(a, MR, Kern::kXBlock);
+  const auto& bi = quant::info(a.w.format).blocks;
+  const int64_t row_bytes = a.w.cols / bi.block * bi.block_bytes + a.m * 4;
+  parallel_rows(a.w.rows, row_bytes, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float res[MR];
+      Kern::template row<MR>(a.w.data + r * a.w.data_stride, x, res);
+      for (int64_t i = 0; i < a.m; ++i) put_out<D>(a, i, r, res[i]);
+    }
+  });
+}
+
+template <class Kern, class D> void run_int8(const quant::MatmulArgs& a) {
+  if (a.m == 1) return gemv_int8<Kern, D, 1>(a);
+  if (a.m == 2) return gemv_int8<Kern, D, 2>(a);
+  if (a.m <= 4) return gemv_int8<Kern, D, 4>(a);
+  if (a.m <= 8) return gemv_int8<Kern, D, 8>(a);
+  return gemv_int8<Kern, D, 16>(a);
+}
+
+// The int8-activation GEMV of a's format; false where the format keeps f32 x.
+template <class D> bool matmul_int8(const quant::MatmulArgs& a) {
+#if defined(__AVX2__)
+  switch (a.w.format) {
+    case QFormat::q8_0: run_int8<LegacyDot<QFormat::q8_0>, D>(a); return true;
+    case QFormat::q4_0: run_int8<LegacyDot<QFormat::q4_0>, D>(a); return true;
+    case QFormat::q4_1: run_int8<LegacyDot<QFormat::q4_1>, D>(a); return true;
+    case QFormat::q5_0: run_int8<LegacyDot<QFormat::q5_0>, D>(a); return true;
+    case QFormat::q5_1: run_int8<LegacyDot<QFormat::q5_1>, D>(a); return true;
+    case QFormat::iq4_nl: run_int8<LegacyDot<QFormat::iq4_nl>, D>(a); return true;
+    case QFormat::q4_K: run_int8<K45Dot<QFormat::q4_K>, D>(a); return true;
+    case QFormat::q5_K: run_int8<K45Dot<QFormat::q5_K>, D>(a); return true;
+    case QFormat::q6_K: run_int8<Q6KDot, D>(a); return true;
+    default: break;
+  }
+#endif
+  switch (a.w.format) {
+#define BRAZE_INT8_CASE(name)                                        \
+  case QFormat::name:                                                \
+    if constexpr (int8_x_block(QFormat::name) == 0) return false;    \
+    else { run_int8<CodecDot<QFormat::name>, D>(a); return true; }
+    BRAZE_MATMUL_BLOCK_FORMATS(BRAZE_INT8_CASE)
+#undef BRAZE_INT8_CASE
+    default:
+      return false;
+  }
+}
