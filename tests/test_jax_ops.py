@@ -119,7 +119,10 @@ def test_jit_matches_eager_and_reference(spec):
             assert g.shape == e.shape and g.dtype == e.dtype, (i, g.shape, e.shape, g.dtype, e.dtype)
             np.testing.assert_array_equal(g, e, err_msg=f"{spec.name} case {case} out[{i}]: jit != eager")
             if not spec.host_reference or spec.family == "quant":
-                res = testing.compare(g, r, spec.tolerance("float32"), f"out[{i}]")
+                # the CPU GEMV's int8 activations add a bounded error by design (OpSpec.err_bound)
+                args64 = [testing.to_numpy64(a) if isinstance(a, np.ndarray) else a for a in args]
+                bound = spec.err_bound(args64, kwargs, "cpu") if spec.err_bound else None
+                res = testing.compare(g, r, spec.tolerance("float32"), f"out[{i}]", bound)
                 assert res.ok, f"{spec.name} case {case}: {res.message}"
 
 
