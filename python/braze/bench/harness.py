@@ -51,6 +51,22 @@ def device_name(backend):
     return f"{name} ({_cpu.num_threads()} threads, {_cpu.isa()})"
 
 
+def llc_bytes():
+    """The last-level cache one core sees (sysfs, as the CPU backend reads it); 32 MiB elsewhere."""
+    for level in ("3", "2"):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu0/cache/index{level}/size") as f:
+                v = f.read().strip()
+        except OSError:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20}.get(v[-1:], 1)
+        try:
+            return int(v.rstrip("KM")) * unit
+        except ValueError:
+            continue
+    return 32 << 20
+
+
 class Ceiling:
     """A large device copy, bytes read + written per second. It is measured
     again next to every op and shape, and each row is compared with the copy
@@ -75,9 +91,9 @@ class Ceiling:
 
     def measure(self, nbytes=None, nsets=1):
         """The copy's GB/s. On the CPU, an op whose rotated inputs fit in the last-level cache
-        (nsets x nbytes under ROTATE_BYTES) is compared with a copy of its own size rotated the same
-        way (cache-resident too), not with the DRAM copy it could outrun."""
-        if self.backend == "cpu" and nbytes and nbytes * nsets < ROTATE_BYTES["cpu"]:
+        (nsets x nbytes at most llc_bytes()) is compared with a copy of its own size rotated the
+        same way (cache-resident too), not with the DRAM copy it could outrun."""
+        if self.backend == "cpu" and nbytes and nbytes * nsets <= llc_bytes():
             half = max(int(nbytes) // 2, 64)
             bufs = [(np.full(half, 1, np.uint8), np.empty(half, np.uint8)) for _ in range(nsets)]
             # the faster of the pool's copy and one thread's (a small copy pays the pool's wake-up)
@@ -247,7 +263,9 @@ def run(family=None, op=None, backend="cpu", dtype=None, full=False, json_path=N
         bar.step(f"{spec.name} {shape}")
         case = dict(spec.cases[0])  # the op's first option case is its plain use
         nbytes, flops = spec.cost(shape, dt, case)
-        nsets = int(min(4, max(1, math.ceil(ROTATE_BYTES.get(backend, 0) / max(nbytes, 1)))))
+        # enough input sets that one rotation passes ROTATE_BYTES (at most 16 on the CPU, 4 on a GPU)
+        most = 16 if backend == "cpu" else 4
+        nsets = int(min(most, max(1, math.ceil(ROTATE_BYTES.get(backend, 0) / max(nbytes, 1)))))
         host = [spec.make_inputs(shape, dt, rng, dict(case), False) for _ in range(nsets)]
         sets = [testing.convert_inputs(a, k, backend) for a, k in host]
         ref = spec.reference(*[_f64(a, backend, spec.host_reference) for a in host[0][0]], **host[0][1])
