@@ -12,7 +12,7 @@ from braze import _spec
 COMPOSITIONS = {"rope": {"frequencies"},  # public functions that are not kernels (docs/design.md)
                 # quant: its registry entries are per format; the public functions take the format
                 "quant": {"QuantizedTensor", "quantize", "dequantize", "load_gguf", "formats",
-                          "quantize_activations", "matmul"}}
+                          "quantize_activations", "matmul", "int8_activations", "set_int8_activations"}}
 
 
 @pytest.mark.parametrize("family", _spec.FAMILIES)

@@ -38,16 +38,18 @@ _OUT_DTYPES = ("float32", "float16", "bfloat16")
 
 
 def int8_activations() -> bool:
-    """Whether the CPU GEMV (1-16 rows of x) quantizes x to int8 for the formats where ggml does
-    (the legacy and K-quant GGUF formats, iq4_nl / iq4_xs, mxfp4_gguf): True by default."""
+    """Whether the CPU GEMV (``matmul`` with x [M, K], 1 <= M <= 16, float32 / float16 / bfloat16)
+    quantizes x to int8 per block for the formats where ggml does (the legacy and K-quant GGUF
+    formats, iq4_nl / iq4_xs, mxfp4_gguf): True by default (``set_int8_activations``)."""
     from .. import _cpu
 
     return bool(_cpu.quant_int8_activations())
 
 
 def set_int8_activations(on: bool) -> None:
-    """CPU GEMV activations, for the whole process: True (the default) quantizes x per block to int8
-    and uses integer dot products, as ggml does (its rounding moves a product by at most
+    """CPU GEMV activations (``matmul`` with x [M, K], 1 <= M <= 16, float32 / float16 / bfloat16),
+    for the whole process: True (the default) quantizes x per block to int8 and uses integer dot
+    products, as ggml does (its rounding moves a product by at most
     max|x_blk| / 254 * sum|W| per block; docs/quant.md); False keeps x in float32, exact to f32
     rounding as on CUDA and Metal, at a lower speed. CUDA and Metal always use float x."""
     if not isinstance(on, bool):
