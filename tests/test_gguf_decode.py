@@ -1,13 +1,11 @@
-"""examples/gguf_decode.py end to end: a small llama GGUF with random weights,
+"""braze.gguf_decode (examples/gguf_decode.py) end to end: a small llama GGUF with random weights,
 written here with gguf's writer, decoded greedily by the example (braze ops) and
 by a float64 numpy composition on the weights as gguf's own dequantize reads
 them. Conventions (llama.cpp's, docs/example.md): W [out, in] stored with ne0 =
 in; rope on consecutive pairs (2i, 2i + 1) of each head at angle
 p * freq_base ** (-2i / head_dim); output.weight [vocab, hidden].
 """
-import importlib.util
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -19,10 +17,7 @@ from gguf.quants import dequantize as gguf_dequantize, quantize as gguf_quantize
 import braze.quant
 from conftest import cuda_ready
 
-_EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "gguf_decode.py")
-_spec = importlib.util.spec_from_file_location("gguf_decode", _EXAMPLE)
-example = sys.modules.setdefault("gguf_decode", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(example)
+import braze.gguf_decode as example
 
 VOCAB, HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS = 320, 256, 512, 4, 2, 64, 2
 EPS, ROPE_BASE = 1e-5, 10000.0

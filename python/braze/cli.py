@@ -108,6 +108,13 @@ def cmd_bench(args):
             return 2
     peers = set(args.peers.split(",")) if args.peers else None
     try:
+        if args.e2e:
+            from .bench import e2e
+
+            e2e.run(args.e2e, backend=args.backend, dtype=None if args.dtype == "all" else args.dtype,
+                    prompt_tokens=args.prompt_tokens, decode_tokens=args.decode_tokens, threads=args.threads,
+                    peers=peers, json_path=args.json)
+            return 0
         run(family=args.family, op=args.op, backend=args.backend, dtype=args.dtype, full=args.full,
             json_path=args.json, plot=args.plot, progress=not args.no_progress, peers=peers)
     except (ValueError, RuntimeError) as e:
@@ -123,7 +130,8 @@ def _ops_epilog():
     lines += ["", "Each row of the table: time (median), GB/s of the bytes the op must move, % of the copy",
               "ceiling measured beside it, and max_err against a float64 reference.",
               "examples:", "  braze bench --family norm", "  braze bench --op sample --full --dtype all --json out.json",
-              "  braze bench --family sampling --plot sampling.png"]
+              "  braze bench --family sampling --plot sampling.png",
+              "  braze bench --e2e model.gguf --threads 2"]
     return "\n".join(lines)
 
 
@@ -152,8 +160,16 @@ def main(argv=None):
                     help="also draw a PNG: each row's %% of the copy ceiling, labelled (needs matplotlib)")
     pb.add_argument("--peers", metavar="LIST",
                     help="comma list of peers to time beside braze: numpy, torch (cpu); torch, torch.compile, "
-                         "liger (cuda). Default: every one installed")
+                         "liger (cuda); llama.cpp (--e2e). Default: every one installed")
     pb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    pe = pb.add_argument_group("a model end to end (--e2e)")
+    pe.add_argument("--e2e", metavar="MODEL.gguf",
+                    help="time a llama GGUF model's prefill and greedy decode (tokens/s) with braze's ops, beside "
+                         "llama.cpp on the same file where llama-cpp-python is installed (peer 'llama.cpp'); "
+                         "a random-weight file: python -m braze.bench.gguf_random OUT.gguf --shape 1b")
+    pe.add_argument("--prompt-tokens", type=int, default=128, help="prompt length (default 128)")
+    pe.add_argument("--decode-tokens", type=int, default=32, help="decode steps timed (default 32)")
+    pe.add_argument("--threads", type=int, help="CPU threads for braze and llama.cpp (default: braze's)")
     args = p.parse_args(argv)
     return {"info": cmd_info, "list": cmd_list, "check": cmd_check, "bench": cmd_bench}[args.cmd](args)
 

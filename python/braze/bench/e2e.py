@@ -1,0 +1,144 @@
+"""``braze bench --e2e MODEL.gguf``: a llama GGUF model's prefill and greedy decode,
+run by braze (``braze.gguf_decode``) and, where ``llama-cpp-python`` is installed,
+by llama.cpp on the same file, threads and backend.
+
+What is timed (wall clock, each step's logits copied to the host, so a GPU's work
+is finished; the same on both sides):
+- prefill: one forward pass over the prompt (``prompt`` random token ids), its
+  last position's logits;
+- decode: ``decode`` single-token steps after it, each fed the previous step's
+  greedy token. tokens/s = 1 / median step time.
+
+Before timing, each side runs a short warm-up (4 prompt tokens, 2 steps): it
+touches every weight page of the memory map and compiles / loads kernels.
+
+llama.cpp is fed braze's tokens (teacher forcing), so its logits at every step
+are comparable with braze's even where the two argmaxes part: the report gives
+the largest ``max |a - b| / rms(b)`` over the steps and how many greedy tokens
+agree. The two differ by design: both quantize the activations to int8 blocks on
+the CPU (braze's default, ``braze.quant.int8_activations``), but not in the same
+order of operations.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from typing import Optional
+
+import numpy as np
+
+from .. import gguf_decode
+
+WARMUP_PROMPT, WARMUP_STEPS = 4, 2
+
+
+def _rate(times):
+    return 1.0 / statistics.median(times) if times else float("nan")
+
+
+def llama_cpp_available() -> bool:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_llama_cpp(path, device, threads, prompt, tokens):
+    """llama.cpp on the same file, fed ``prompt`` then ``tokens[:-1]`` (braze's greedy
+    choices); returns its logits per step [len(tokens), V] and the step times."""
+    from llama_cpp import Llama
+
+    gpu_layers = -1 if device == "cuda" else 0
+    llm = Llama(model_path=os.fspath(path), n_ctx=len(prompt) + len(tokens) + 8, n_batch=max(len(prompt), 8),
+                n_ubatch=max(len(prompt), 8), n_threads=threads, n_threads_batch=threads,
+                n_gpu_layers=gpu_layers, logits_all=False, verbose=False)  # last position's logits, as braze
+    llm.eval(prompt[:WARMUP_PROMPT])
+    for t in tokens[:WARMUP_STEPS]:
+        llm.eval([t])
+    llm.reset()
+    logits, times = [], []
+    feed = [list(prompt)] + [[t] for t in tokens[:-1]]
+    for ids in feed:
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        row = np.array(llm.scores[llm.n_tokens - 1], np.float32)
+        times.append(time.perf_counter() - t0)
+        logits.append(row)
+    return np.stack(logits), times
+
+
+def _agreement(ours, theirs, tokens):
+    rel = max(float(np.abs(a - b).max() / np.sqrt(np.mean(b.astype(np.float64) ** 2))) for a, b in zip(ours, theirs))
+    same = sum(int(np.argmax(b)) == t for b, t in zip(theirs, tokens))
+    return rel, same
+
+
+def _prompt(vocab, n, seed):
+    """n token ids drawn past the special and byte tokens of a SentencePiece vocabulary
+    (from 0 for a vocabulary too small to have them)."""
+    lo = 259 if vocab > 2 * 259 else 0
+    return [int(t) for t in np.random.default_rng(seed).integers(lo, vocab, n)]
+
+
+def _threads(n):
+    from .. import _cpu
+
+    if n is not None:
+        if n < 1:
+            raise ValueError(f"--threads must be >= 1, got {n}")
+        _cpu.set_num_threads(n)
+    return _cpu.num_threads()
+
+
+def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32, threads=None,
+        peers=None, json_path: Optional[str] = None, seed=0, out=print):
+    """Times braze (and llama.cpp where installed and not left out of ``peers``) on
+    the GGUF file ``path``; prints the table and returns its rows."""
+    from .harness import commit, device_name
+
+    if not os.path.isfile(path):
+        raise ValueError(f"--e2e: {path!r} is not a file")
+    if prompt_tokens < WARMUP_PROMPT or decode_tokens < WARMUP_STEPS:
+        raise ValueError(f"--prompt-tokens must be >= {WARMUP_PROMPT} and --decode-tokens >= {WARMUP_STEPS}")
+    if backend not in ("cpu", "cuda", "metal"):
+        raise ValueError(f"--backend must be cpu, cuda or metal for --e2e, got {backend!r}")
+    device = {"metal": "mps"}.get(backend, backend)
+    dtype = dtype or {"cpu": "float32", "cuda": "bfloat16", "mps": "float16"}[device]
+    threads = _threads(threads)
+    model = gguf_decode.load_model(path, device=device, dtype=dtype)
+    cfg = model.config
+    prompt = _prompt(cfg.vocab, prompt_tokens, seed)
+    gguf_decode.generate(model, prompt[:WARMUP_PROMPT], WARMUP_STEPS)
+    times = []
+    logits, tokens = gguf_decode.generate(model, prompt, decode_tokens + 1, timings=times)
+    rows = [{"impl": "braze", "prefill_tok_s": prompt_tokens / times[0], "decode_tok_s": _rate(times[1:]),
+             "prefill_s": times[0], "decode_step_s": times[1:]}]
+    use_llama = (peers is None or "llama.cpp" in peers) and llama_cpp_available()
+    if use_llama:
+        theirs, lt = run_llama_cpp(path, device, threads, prompt, tokens)
+        rel, same = _agreement(logits, theirs, tokens)
+        rows.append({"impl": "llama.cpp", "prefill_tok_s": prompt_tokens / lt[0], "decode_tok_s": _rate(lt[1:]),
+                     "prefill_s": lt[0], "decode_step_s": lt[1:],
+                     "max_logit_err_rel_rms": rel, "greedy_tokens_agree": f"{same}/{len(tokens)}"})
+    out(f"{os.path.basename(path)}: {cfg.layers} layers, hidden {cfg.hidden}, FFN {cfg.ffn}, "
+        f"{cfg.heads}/{cfg.kv_heads} heads, vocab {cfg.vocab}")
+    out(f"{backend} ({device_name(backend)}), {dtype} activations; prompt {prompt_tokens} tokens, "
+        f"{decode_tokens} decode steps")
+    out(f"{'impl':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'ms/token':>9}  logits beside braze's")
+    for r in rows:
+        extra = (f"max |diff| {r['max_logit_err_rel_rms']:.2%} of rms, same greedy token {r['greedy_tokens_agree']}"
+                 if "max_logit_err_rel_rms" in r else "")
+        out(f"{r['impl']:<10} {r['prefill_tok_s']:>14.1f} {r['decode_tok_s']:>13.2f} "
+            f"{1e3 / r['decode_tok_s']:>9.2f}  {extra}")
+    if not use_llama:
+        out("llama.cpp: left out by --peers" if peers is not None and "llama.cpp" not in peers
+            else "llama.cpp: not run (pip install llama-cpp-python to compare)")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"model": os.path.abspath(path), "config": cfg.__dict__, "backend": backend, "dtype": dtype,
+                       "threads": threads, "prompt_tokens": prompt_tokens, "decode_tokens": decode_tokens,
+                       "device": device_name(backend), "commit": commit(), "rows": rows}, f, indent=1)
+    return rows
