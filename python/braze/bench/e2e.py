@@ -9,8 +9,10 @@ is finished; the same on both sides):
 - decode: ``decode`` single-token steps after it, each fed the previous step's
   greedy token. tokens/s = 1 / median step time.
 
-Before timing, each side runs a short warm-up (4 prompt tokens, 2 steps): it
-touches every weight page of the memory map and compiles / loads kernels.
+Before timing, each side runs the same prompt and 2 decode steps once: that
+touches every weight page of the memory map, loads kernels and lets llama.cpp
+build its graphs for these batch sizes (its first evaluation of a new size
+takes hundreds of ms).
 
 llama.cpp is fed braze's tokens (teacher forcing), so its logits at every step
 are comparable with braze's even where the two argmaxes part: the report gives
@@ -49,13 +51,15 @@ def llama_cpp_available() -> bool:
 def run_llama_cpp(path, device, threads, prompt, tokens):
     """llama.cpp on the same file, fed ``prompt`` then ``tokens[:-1]`` (braze's greedy
     choices); returns its logits per step [len(tokens), V] and the step times."""
+    import llama_cpp
     from llama_cpp import Llama
 
     gpu_layers = -1 if device == "cuda" else 0
     llm = Llama(model_path=os.fspath(path), n_ctx=len(prompt) + len(tokens) + 8, n_batch=max(len(prompt), 8),
                 n_ubatch=max(len(prompt), 8), n_threads=threads, n_threads_batch=threads,
                 n_gpu_layers=gpu_layers, logits_all=False, verbose=False)  # last position's logits, as braze
-    llm.eval(prompt[:WARMUP_PROMPT])
+    vocab = llm.n_vocab()
+    llm.eval(prompt)
     for t in tokens[:WARMUP_STEPS]:
         llm.eval([t])
     llm.reset()
@@ -64,7 +68,8 @@ def run_llama_cpp(path, device, threads, prompt, tokens):
     for ids in feed:
         t0 = time.perf_counter()
         llm.eval(ids)
-        row = np.array(llm.scores[llm.n_tokens - 1], np.float32)
+        last = llama_cpp.llama_get_logits_ith(llm.ctx, -1)  # the batch's last position (the only one asked for)
+        row = np.ctypeslib.as_array(last, shape=(vocab,)).copy()
         times.append(time.perf_counter() - t0)
         logits.append(row)
     return np.stack(logits), times
@@ -111,7 +116,7 @@ def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32,
     model = gguf_decode.load_model(path, device=device, dtype=dtype)
     cfg = model.config
     prompt = _prompt(cfg.vocab, prompt_tokens, seed)
-    gguf_decode.generate(model, prompt[:WARMUP_PROMPT], WARMUP_STEPS)
+    gguf_decode.generate(model, prompt, WARMUP_STEPS)
     times = []
     logits, tokens = gguf_decode.generate(model, prompt, decode_tokens + 1, timings=times)
     rows = [{"impl": "braze", "prefill_tok_s": prompt_tokens / times[0], "decode_tok_s": _rate(times[1:]),
