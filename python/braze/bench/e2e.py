@@ -14,7 +14,8 @@ touches every weight page of the memory map, loads kernels and lets llama.cpp
 build its graphs for these batch sizes (its first evaluation of a new size
 takes hundreds of ms).
 
-llama.cpp is fed braze's tokens (teacher forcing), so its logits at every step
+llama.cpp runs in a child process (``llama_peer``) and is fed braze's tokens
+(teacher forcing), so its logits at every step
 are comparable with braze's even where the two argmaxes part: the report gives
 the largest ``max |a - b| / rms(b)`` over the steps and how many greedy tokens
 agree. The two differ by design: both quantize the activations to int8 blocks on
@@ -26,14 +27,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import time
 from typing import Optional
 
 import numpy as np
 
 from .. import gguf_decode
 
-WARMUP_PROMPT, WARMUP_STEPS = 4, 2
+WARMUP_PROMPT, WARMUP_STEPS = 4, 2  # the shortest run allowed; the warm-up's decode steps
 
 
 def _rate(times):
@@ -49,30 +49,23 @@ def llama_cpp_available() -> bool:
 
 
 def run_llama_cpp(path, device, threads, prompt, tokens):
-    """llama.cpp on the same file, fed ``prompt`` then ``tokens[:-1]`` (braze's greedy
+    """llama.cpp on the same file in a child process (``llama_peer``: it crashes in a
+    process that imported torch), fed ``prompt`` then ``tokens[:-1]`` (braze's greedy
     choices); returns its logits per step [len(tokens), V] and the step times."""
-    import llama_cpp
-    from llama_cpp import Llama
+    import subprocess
+    import sys
+    import tempfile
 
-    gpu_layers = -1 if device == "cuda" else 0
-    llm = Llama(model_path=os.fspath(path), n_ctx=len(prompt) + len(tokens) + 8, n_batch=max(len(prompt), 8),
-                n_ubatch=max(len(prompt), 8), n_threads=threads, n_threads_batch=threads,
-                n_gpu_layers=gpu_layers, logits_all=False, verbose=False)  # last position's logits, as braze
-    vocab = llm.n_vocab()
-    llm.eval(prompt)
-    for t in tokens[:WARMUP_STEPS]:
-        llm.eval([t])
-    llm.reset()
-    logits, times = [], []
-    feed = [list(prompt)] + [[t] for t in tokens[:-1]]
-    for ids in feed:
-        t0 = time.perf_counter()
-        llm.eval(ids)
-        last = llama_cpp.llama_get_logits_ith(llm.ctx, -1)  # the batch's last position (the only one asked for)
-        row = np.ctypeslib.as_array(last, shape=(vocab,)).copy()
-        times.append(time.perf_counter() - t0)
-        logits.append(row)
-    return np.stack(logits), times
+    with tempfile.TemporaryDirectory() as d:
+        req, res = os.path.join(d, "request.json"), os.path.join(d, "result.npz")
+        with open(req, "w") as f:
+            json.dump({"path": os.fspath(path), "device": device, "threads": threads, "prompt": list(prompt),
+                       "tokens": list(tokens), "warmup_steps": WARMUP_STEPS}, f)
+        p = subprocess.run([sys.executable, "-m", "braze.bench.llama_peer", req, res], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"llama.cpp's run failed (exit {p.returncode}): {(p.stderr or p.stdout)[-2000:]}")
+        with np.load(res) as r:
+            return r["logits"], list(r["times"])
 
 
 def _agreement(ours, theirs, tokens):
