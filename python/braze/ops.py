@@ -133,7 +133,7 @@ def gelu(x: "Array", *, approximate: str = "none", out: "Optional[Array]" = None
 # ---------------------------------------------------------------- VJPs
 # dx from x and the output's cotangent dy in one pass: x and dy read once, dx
 # written once (f32 math, one rounding). The derivative is the same formula as
-# the integrations' autograd (docs/design.md, "Activation VJPs").
+# the integrations' autograd (docs/design.md, "The ops family").
 def _vjp(op, x, dy, out, ref, kwargs, scalars):
     c = _Call(op, x)
     if c.kernel is None:
