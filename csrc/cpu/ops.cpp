@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/hadamard.h"
@@ -170,18 +171,13 @@ inline void deinterleave(vf a, vf b, vf& even, vf& odd) {
 #endif
 }
 
-// The inverse: (even, odd) -> a (e0 o0 e1 o1 ...) and b (the upper lanes' pairs).
-inline void interleave(vf even, vf odd, vf& a, vf& b) {
-#if defined(__AVX512F__)
-  a = __builtin_shufflevector(even, odd, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  b = __builtin_shufflevector(even, odd, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-#elif defined(__AVX__)
-  a = __builtin_shufflevector(even, odd, 0, 8, 1, 9, 2, 10, 3, 11);
-  b = __builtin_shufflevector(even, odd, 4, 12, 5, 13, 6, 14, 7, 15);
-#else
-  a = __builtin_shufflevector(even, odd, 0, 4, 1, 5);
-  b = __builtin_shufflevector(even, odd, 2, 6, 3, 7);
-#endif
+// The inverse: (even, odd) -> lo (e0 o0 e1 o1 ...) and hi (the same of the upper halves).
+template <int... I> inline void interleave(vf even, vf odd, vf& lo, vf& hi, std::integer_sequence<int, I...>) {
+  lo = __builtin_shufflevector(even, odd, ((I & 1) * W + I / 2)...);
+  hi = __builtin_shufflevector(even, odd, ((I & 1) * W + W / 2 + I / 2)...);
+}
+inline void interleave(vf even, vf odd, vf& lo, vf& hi) {
+  interleave(even, odd, lo, hi, std::make_integer_sequence<int, W>{});
 }
 
 enum class Layout { plain, halves, interleaved };

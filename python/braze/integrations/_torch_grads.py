@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ._grads import ACT_OPTIONS
+from . import _grads
 
 _NONE_DIMS = 8  # integrations.torch.NONE_SHAPE's length: a None output
 
@@ -53,11 +53,16 @@ def _rope_qk(s, dq, dk):
     return {"q": gq, "k": gk}
 
 
-def _act(name, options):
-    """An activation's backward: its VJP kernel ``name_vjp`` with the forward's options."""
-    def backward(s, dy):
-        return {"x": getattr(_ops(), name + "_vjp")(s["x"], dy.contiguous(), *(s[k] for k in options))}
-    return backward
+class _Ops:
+    """``_grads``' ops table over torch.ops.braze (dy made contiguous)."""
+
+    def __getitem__(self, name):
+        return lambda x, dy, **kw: getattr(_ops(), name)(x, dy.contiguous(), **kw)
+
+
+def _shared(name):
+    """``_grads``' backward of ``name`` (an activation: its VJP kernel) on the saved arguments."""
+    return lambda s, dy: _grads.BACKWARD[name](s, None, dy, _Ops())
 
 
 BACKWARD = {
@@ -66,7 +71,7 @@ BACKWARD = {
     "add_rms_norm": _add_rms_norm,
     "rope": _rope,
     "rope_qk": _rope_qk,
-    **{name: _act(name, options) for name, options in ACT_OPTIONS.items()},
+    **{name: _shared(name) for name in _grads.ACT_OPTIONS},
 }
 
 
