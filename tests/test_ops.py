@@ -1,5 +1,6 @@
 """The ops family: registry parity on every backend, plus what the registry cannot say:
-in-place forms, out-of-range ids, the Hadamard tables, the erf of the reference, errors."""
+in-place forms, out-of-range ids, the Hadamard tables, the erf of the reference, the
+activation VJPs against torch autograd and at the clamps' edges, errors."""
 import math
 import os
 import re
@@ -170,6 +171,72 @@ def test_nan_propagates_through_the_clamps():
     assert np.array_equal(np.isnan(y), np.isnan(want)) and np.isnan(y[0, :2]).all()
 
 
+# ---------------------------------------------------------------- activation VJPs
+VJP_CASES = [("silu_and_mul", {}), ("silu_and_mul", {"interleaved": True}), ("gelu_and_mul", {}),
+             ("gelu_and_mul", {"approximate": "tanh", "interleaved": True}), ("swiglu_clamped", {}),
+             ("swiglu_clamped", {"alpha": 1.0, "limit": 3.0, "interleaved": False}), ("silu", {}), ("gelu", {}),
+             ("gelu", {"approximate": "tanh"})]
+
+
+@pytest.mark.parametrize("isa", braze._cpu.isas_supported())
+@pytest.mark.parametrize("name,kw", VJP_CASES)
+def test_vjp_matches_torch_autograd_of_the_composition(name, kw, isa):
+    """dx of the kernel (float32) against torch.autograd through torch's own
+    composition (F.silu, F.gelu, clamp, sigmoid) in float64 on the same inputs."""
+    torch = pytest.importorskip("torch")
+    from braze.bench.peers import ops as peers
+
+    rng = np.random.default_rng(4)
+    n = 2 * 333
+    x = (rng.normal(size=(6, n)) * 4).astype(np.float32)  # a tenth of swiglu's beyond the limit 7
+    dy = rng.normal(size=(6, n // 2 if name.endswith("_mul") or name == "swiglu_clamped" else n)).astype(np.float32)
+    with cpu_isa(isa):
+        got = getattr(braze.ops, name + "_vjp")(x, dy, **kw)
+    want = peers.torch_ops[name + "_vjp"](torch.from_numpy(x).double(), torch.from_numpy(dy).double(), **kw).numpy()
+    assert got.shape == x.shape and got.dtype == x.dtype
+    res = testing.compare(got, want, _spec.get(name + "_vjp").tolerance("float32"))
+    assert res.ok, res.message
+
+
+@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_swiglu_clamped_vjp_at_the_limits(backend, interleaved):
+    """No gradient for a gate at or past the limit, none for an up at or past
+    +-limit (whose dg then uses the clipped up), and the full one just inside."""
+    limit, alpha = 3.0, 1.5
+    below = float(np.nextafter(np.float32(limit), np.float32(0)))
+    g = np.array([limit, below, limit + 1, -limit, 0.5, 0.5, 0.5, 0.5, 0.5, np.inf, 1.0, 1.0], np.float32)
+    u = np.array([0.5, 0.5, 0.5, 0.5, limit, -limit, -below, limit + 2, -limit - 2, 0.5, np.inf, -np.inf],
+                 np.float32)
+    x = (np.stack((g, u), axis=-1).reshape(-1) if interleaved else np.concatenate((g, u)))[None]
+    dy = np.full((1, g.size), 2.0, np.float32)
+    with on_backend(backend):
+        (bx, bdy), _ = testing.convert_inputs((x, dy), {}, backend)
+        dx = testing.to_numpy64(braze.ops.swiglu_clamped_vjp(bx, bdy, alpha=alpha, limit=limit,
+                                                             interleaved=interleaved))[0]
+    dg, du = (dx[0::2], dx[1::2]) if interleaved else (dx[:g.size], dx[g.size:])
+    g64, u64 = g.astype(np.float64), u.astype(np.float64)
+    gc = np.minimum(g64, limit)
+    s = 1 / (1 + np.exp(-alpha * gc))
+    want_dg = np.where(g64 < limit, 2 * (np.clip(u64, -limit, limit) + 1) * s * (1 + alpha * gc * (1 - s)), 0.0)
+    want_du = np.where(np.abs(u64) < limit, 2 * gc * s, 0.0)
+    np.testing.assert_allclose(dg, want_dg, rtol=2e-6, atol=0)
+    np.testing.assert_allclose(du, want_du, rtol=2e-6, atol=0)
+    assert dg[0] == 0 and dg[2] == 0 and dg[9] == 0 and dg[1] != 0  # the gate at, past and far past the limit
+    assert du[4] == 0 and du[5] == 0 and du[7] == 0 and du[10] == 0 and du[6] != 0
+
+
+def test_vjp_of_nan():
+    """A NaN gate gives NaN in dg (the masks multiply, as in the reference); a NaN up, NaN in dg only."""
+    x = np.zeros((1, 8), np.float32)
+    x[0, 0] = np.nan  # a gate (interleaved)
+    x[0, 3] = np.nan  # an up
+    dy = np.ones((1, 4), np.float32)
+    dx = braze.ops.swiglu_clamped_vjp(x, dy)
+    want = ref.swiglu_clamped_vjp(x.astype(np.float64), dy.astype(np.float64))
+    assert np.array_equal(np.isnan(dx), np.isnan(want)) and np.isnan(dx[0, [0, 2]]).all()
+
+
 def test_torch_peers_match_the_reference():
     torch = pytest.importorskip("torch")
     from braze.bench import peers
@@ -234,6 +301,23 @@ def test_options_checked():
 
 def test_activation_dtype():
     untouched(TypeError, "x must be float32, float16 or bfloat16, got float64", lambda: braze.ops.silu(X.astype(np.float64)))
+
+
+@pytest.mark.parametrize("name,kw", VJP_CASES[::2])
+def test_vjp_dy_checked(name, kw):
+    """dy: its shape (the forward output's), its dtype (x's), apart from out; named, nothing written."""
+    fn = getattr(braze.ops, name + "_vjp")
+    h = X.shape[-1] // 2 if name.endswith("_mul") or name == "swiglu_clamped" else X.shape[-1]
+    o = sevens(X.shape)
+    untouched(ValueError, rf"dy must have shape \(4, {h}\) \(.*\), got \(4, {h + 1}\)",
+              lambda: fn(X, np.ones((4, h + 1), np.float32), **kw, out=o), o)
+    untouched(TypeError, "dy must be float32, got float16", lambda: fn(X, np.ones((4, h), np.float16), **kw, out=o), o)
+    untouched(TypeError, "dy must be float32, got float64", lambda: fn(X, np.ones((4, h)), **kw, out=o), o)
+    o = sevens((4, 62))
+    untouched(ValueError, r"out must have shape \(4, 64\) \(that of x\), got \(4, 62\)",
+              lambda: fn(X, np.ones((4, h), np.float32), **kw, out=o), o)
+    buf = np.ones((4, 2 * X.shape[-1]), np.float32)
+    untouched(ValueError, "out overlaps dy", lambda: fn(X, buf[:, :h], **kw, out=buf[:, :X.shape[-1]]))
 
 
 def test_ids_of_a_float_dtype():

@@ -7,6 +7,18 @@
 namespace braze::ops {
 namespace {
 
+// The forward op of a VJP op (itself for a forward op).
+Op forward_of(Op op) {
+  switch (op) {
+    case Op::silu_and_mul_vjp: return Op::silu_and_mul;
+    case Op::gelu_and_mul_vjp: return Op::gelu_and_mul;
+    case Op::swiglu_clamped_vjp: return Op::swiglu_clamped;
+    case Op::silu_vjp: return Op::silu;
+    case Op::gelu_vjp: return Op::gelu;
+    default: return op;
+  }
+}
+
 bool is_gated(Op op) { return op == Op::silu_and_mul || op == Op::gelu_and_mul || op == Op::swiglu_clamped; }
 
 Act act_of(Op op, bool approximate_tanh) {
@@ -44,12 +56,15 @@ bool hadamard_size(int64_t n, int& m, int& log2) {
 }  // namespace
 
 ActArgs prepare_act(Op op, const Tensor& x, const Tensor& out, bool approximate_tanh, bool interleaved,
-                    double alpha, double limit) {
+                    double alpha, double limit, const Tensor* dy) {
   require_float(x);
-  const bool gated = is_gated(op);
+  const Op fwd = forward_of(op);
+  const bool vjp = fwd != op;
+  if (vjp != (dy != nullptr)) throw ValueError(std::string(op_name(op)) + (vjp ? " needs dy" : " takes no dy"));
+  const bool gated = is_gated(fwd);
   ActArgs a{};
   a.op = op;
-  a.act = act_of(op, approximate_tanh);
+  a.act = act_of(fwd, approximate_tanh);
   a.gated = gated;
   a.interleaved = gated && interleaved;
   a.dtype = x.dtype;
@@ -57,24 +72,38 @@ ActArgs prepare_act(Op op, const Tensor& x, const Tensor& out, bool approximate_
   if (gated && rx.cols % 2)
     throw ValueError(std::string(x.name) + ": the last axis of a gated op holds the gate and up halves, so it must "
                      "be even, got " + std::to_string(rx.cols));
-  if (op == Op::swiglu_clamped) {
+  if (fwd == Op::swiglu_clamped) {
     if (!std::isfinite(alpha)) throw ValueError("alpha must be a finite number, got " + repr_float(alpha));
     if (!(limit > 0)) throw ValueError("limit must be a number > 0, got " + repr_float(limit));
   }
-  require_dtype(out, x.dtype);
-  int64_t want[kMaxDims];
-  for (int i = 0; i < x.ndim; ++i) want[i] = x.shape[i];
-  if (gated) want[x.ndim - 1] /= 2;
-  require_shape(out, want, x.ndim, gated ? "x's shape with the last axis halved" : "that of x");
+  int64_t half[kMaxDims];  // the forward output's shape
+  for (int i = 0; i < x.ndim; ++i) half[i] = x.shape[i];
+  if (gated) half[x.ndim - 1] /= 2;
+  const char* half_what = gated ? "x's shape with the last axis halved" : "that of x";
+  Rows rd{};
+  if (vjp) {
+    require_dtype(*dy, x.dtype);
+    require_shape(*dy, half, x.ndim, half_what);
+    rd = as_rows(*dy, Role::input);
+    require_dtype(out, x.dtype);
+    require_shape(out, x);
+  } else {
+    require_dtype(out, x.dtype);
+    require_shape(out, half, x.ndim, half_what);
+  }
   const Rows ro = as_rows(out, Role::output);
-  require_same_device({&x, &out});
-  require_apart(out, x, !gated);  // silu / gelu may run in place
+  const Tensor none{};
+  require_same_device({&x, &out, dy ? dy : &none});
+  require_apart(out, x, !gated && !vjp);  // silu / gelu may run in place
+  if (vjp) require_disjoint(out, *dy);
   a.rows = rx.rows;
-  a.cols = ro.cols;
+  a.cols = vjp ? rd.cols : ro.cols;
   a.x = x.data;
   a.x_stride = rx.stride;
   a.y = out.data;
   a.y_stride = ro.stride;
+  a.dy = vjp ? dy->data : nullptr;
+  a.dy_stride = rd.stride;
   a.alpha = float(alpha);
   a.limit = float(limit);
   a.device = x.device;

@@ -9,7 +9,8 @@
 namespace braze::ops {
 
 #define BRAZE_OPS_OPS(X) \
-  X(silu_and_mul) X(gelu_and_mul) X(swiglu_clamped) X(silu) X(gelu) X(embedding) X(hadamard)
+  X(silu_and_mul) X(gelu_and_mul) X(swiglu_clamped) X(silu) X(gelu) X(embedding) X(hadamard) \
+  X(silu_and_mul_vjp) X(gelu_and_mul_vjp) X(swiglu_clamped_vjp) X(silu_vjp) X(gelu_vjp)
 BRAZE_DECLARE_OPS(BRAZE_OPS_OPS)
 
 // The activation an elementwise kernel applies.
@@ -23,6 +24,10 @@ enum class Act : int { silu = 0, gelu_erf = 1, gelu_tanh = 2, swiglu_clamped = 3
 // 2 * cols; gate g and up u are x[r, j] and x[r, cols + j], or with
 // `interleaved` x[r, 2j] and x[r, 2j + 1]; y[r, j] = act(g) * u (swiglu_clamped:
 // its own formula above). f32 math, one cast to the output dtype.
+// The *_vjp ops (dy non-null) run the same kernel backward: dy [rows, cols]
+// (the forward output's shape), y is dx (x's shape). Not gated: dx = dy act'(x);
+// gated: dg = dy u act'(g), du = dy act(g); swiglu_clamped: with gc = min(g, limit),
+// dg = dy (clamp(u) + 1) act'(gc) [g < limit], du = dy act(gc) [-limit < u < limit].
 struct ActArgs {
   Op op;
   Act act;
@@ -31,6 +36,7 @@ struct ActArgs {
   int64_t rows, cols;              // cols: the OUTPUT row length
   const void* x; int64_t x_stride; // elements
   void* y; int64_t y_stride;
+  const void* dy; int64_t dy_stride;  // the VJP ops; null in the forward
   float alpha, limit;              // swiglu_clamped
   Device device;
   int device_id;
@@ -65,8 +71,9 @@ struct HadamardArgs {
 };
 
 // approximate: "none" (erf) or "tanh" for the gelu ops; ignored otherwise.
+// dy: the VJP ops' cotangent (null for the forward ops).
 ActArgs prepare_act(Op op, const Tensor& x, const Tensor& out, bool approximate_tanh, bool interleaved,
-                    double alpha, double limit);
+                    double alpha, double limit, const Tensor* dy = nullptr);
 EmbeddingArgs prepare_embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
 // scale: NaN means 1 / sqrt(n).
 HadamardArgs prepare_hadamard(const Tensor& x, const Tensor& out, double scale);

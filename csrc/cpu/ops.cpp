@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/hadamard.h"
@@ -50,14 +51,14 @@ template <int K> inline void vgelu_tanh(vf* g) {
   div_one_plus_exp<K>(g, z);
 }
 
-// gelu(g) = g Phi(g), Phi(g) = erfc(-g / sqrt 2) / 2. erfc(z) for z >= 0 is the
+// Phi(g) = erfc(-g / sqrt 2) / 2 (gelu(g) = g Phi(g)). erfc(z) for z >= 0 is the
 // Chebyshev fit of Numerical Recipes (2nd ed., sec. 6.2, "erfcc"): t = 1 /
 // (1 + z/2), erfc(z) = t exp(-z^2 + P(t)), fractional error < 1.2e-7 over all
 // z >= 0. Phi of a negative g is then accurate relative to itself (no 1 - erf
 // cancellation); f32 rounding of the exponent -z^2 + P adds up to about
 // 1.5e-7 * z^2 relative (2e-6 at g = -5, 1e-5 at g = -11.7, where gelu is
 // 1e-30; tests/test_ops.py checks a dense range). Phi(g >= 0) = 1 - erfc/2.
-template <int K> inline void vgelu_erf(vf* g) {
+template <int K> inline void vnormal_cdf(const vf* g, vf* cdf) {
   static constexpr float P[] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
                                 -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
   vf z[K], t[K], p[K];
@@ -69,8 +70,14 @@ template <int K> inline void vgelu_erf(vf* g) {
   for (int k = 0; k < K; ++k) p[k] = vexp(p[k] - z[k] * z[k]);
   for (int k = 0; k < K; ++k) {
     const vf half_erfc = 0.5f * t[k] * p[k];
-    g[k] = g[k] * select(g[k] < 0.f, half_erfc, 1.f - half_erfc);
+    cdf[k] = select(g[k] < 0.f, half_erfc, 1.f - half_erfc);
   }
+}
+
+template <int K> inline void vgelu_erf(vf* g) {
+  vf cdf[K];
+  vnormal_cdf<K>(g, cdf);
+  for (int k = 0; k < K; ++k) g[k] = g[k] * cdf[k];
 }
 
 // gpt-oss: gc = min(g, limit), gc / (1 + e^(-alpha gc)) * (clamp(u, +-limit) + 1).
@@ -83,6 +90,62 @@ template <int K> inline void vswiglu_clamped(vf* g, vf* u, const Params& p) {
     z[k] = g[k] * p.alpha;
   }
   div_one_plus_exp<K>(g, z);
+}
+
+// The VJPs: f = act(g) and df = act'(g), the derivatives written out as in
+// python/braze/integrations/_grads.py, each with one vexp and one division
+// (sigmoid s), except erf gelu: Phi as above, and its density e^(-g^2/2) / sqrt(2 pi).
+// gelu_tanh: with s = sigmoid(2w), w = sqrt(2/pi) (g + 0.044715 g^3):
+// (1 + tanh w) / 2 = s and (1 - tanh^2 w) / 2 = 2 s (1 - s).
+// swiglu_clamped: on gc = min(g, limit), df zero where g >= limit (times the
+// mask, as the reference, so a NaN gate stays NaN).
+template <Act A, int K> inline void act_d(const vf* g, vf* f, vf* df, const Params& p) {
+  vf s[K], z[K];
+  if constexpr (A == Act::gelu_erf) {
+    vnormal_cdf<K>(g, s);
+    for (int k = 0; k < K; ++k) z[k] = vexp(-0.5f * g[k] * g[k]);
+    for (int k = 0; k < K; ++k) {
+      f[k] = g[k] * s[k];
+      df[k] = s[k] + g[k] * z[k] * 0.3989422804014327f;  // 1 / sqrt(2 pi)
+    }
+    return;
+  }
+  constexpr float c = 2 * 0.7978845608028654f, a3 = 3 * 0.044715f;
+  vf gc[K];
+  for (int k = 0; k < K; ++k) {
+    s[k] = splat(1.f);
+    if constexpr (A == Act::silu) z[k] = gc[k] = g[k];
+    else if constexpr (A == Act::gelu_tanh) z[k] = (g[k] + 0.044715f * g[k] * g[k] * g[k]) * c;
+    else z[k] = (gc[k] = vmin(splat(p.limit), g[k])) * p.alpha;
+  }
+  div_one_plus_exp<K>(s, z);
+  for (int k = 0; k < K; ++k) {
+    if constexpr (A == Act::gelu_tanh) {
+      f[k] = g[k] * s[k];
+      df[k] = s[k] + g[k] * s[k] * (1.f - s[k]) * c * (1.f + a3 * g[k] * g[k]);
+    } else {
+      const float al = A == Act::silu ? 1.f : p.alpha;
+      f[k] = gc[k] * s[k];
+      df[k] = s[k] * (1.f + al * gc[k] * (1.f - s[k]));
+      if constexpr (A == Act::swiglu_clamped) df[k] *= select(g[k] < p.limit, splat(1.f), splat(0.f));
+    }
+  }
+}
+
+// dg and du (u = 1 when not gated; du unused) from dy, in g and u.
+template <Act A, int K> inline void act_vjp(vf* g, vf* u, const vf* dy, const Params& p) {
+  vf f[K], df[K];
+  act_d<A, K>(g, f, df, p);
+  for (int k = 0; k < K; ++k) {
+    if constexpr (A == Act::swiglu_clamped) {
+      const vf inside = select((u[k] > -p.limit) & (u[k] < p.limit), splat(1.f), splat(0.f));
+      g[k] = dy[k] * (vmax(splat(-p.limit), vmin(splat(p.limit), u[k])) + 1.f) * df[k];
+      u[k] = dy[k] * f[k] * inside;
+    } else {
+      g[k] = dy[k] * u[k] * df[k];
+      u[k] = dy[k] * f[k];
+    }
+  }
 }
 
 // y[k] = act(g[k]) * u[k] (u = 1 when not gated), in g.
@@ -108,6 +171,15 @@ inline void deinterleave(vf a, vf b, vf& even, vf& odd) {
 #endif
 }
 
+// The inverse: (even, odd) -> lo (e0 o0 e1 o1 ...) and hi (the same of the upper halves).
+template <int... I> inline void interleave(vf even, vf odd, vf& lo, vf& hi, std::integer_sequence<int, I...>) {
+  lo = __builtin_shufflevector(even, odd, ((I & 1) * W + I / 2)...);
+  hi = __builtin_shufflevector(even, odd, ((I & 1) * W + W / 2 + I / 2)...);
+}
+inline void interleave(vf even, vf odd, vf& lo, vf& hi) {
+  interleave(even, odd, lo, hi, std::make_integer_sequence<int, W>{});
+}
+
 enum class Layout { plain, halves, interleaved };
 
 // Gate and up of c <= W output columns at i (u = 1 when not gated).
@@ -125,28 +197,50 @@ template <class D, Layout L> inline void gate_up(const typename D::T* x, int64_t
   }
 }
 
-// Output columns [c0, c1) of rows [r0, r1); c0 is a multiple of W.
-template <class D, Act A, Layout L> void act_tile(const ops::ActArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+// dx of c <= W output columns at i: dg (and du when gated) to their places in the row.
+template <class D, Layout L> inline void put_grads(typename D::T* dx, int64_t cols, int64_t i, int64_t c, vf dg, vf du) {
+  if constexpr (L == Layout::plain) {
+    st<D>(dx, i, c, dg);
+  } else if constexpr (L == Layout::halves) {
+    st<D>(dx, i, c, dg);
+    st<D>(dx + cols, i, c, du);
+  } else {
+    vf lo, hi;
+    interleave(dg, du, lo, hi);
+    st<D>(dx, 2 * i, std::min<int64_t>(2 * c, W), lo);
+    if (2 * c > W) st<D>(dx, 2 * i + W, 2 * c - W, hi);
+  }
+}
+
+// K vectors of output columns at i (c == W), or one of c < W lanes (K == 1):
+// the forward writes y; the VJP (Bwd) reads dy there and writes dx to y.
+template <class D, Act A, Layout L, bool Bwd, int K>
+inline void act_step(const ops::ActArgs& a, const Params& p, int64_t r, int64_t i, int64_t c) {
   using T = typename D::T;
+  const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+  T* y = static_cast<T*>(a.y) + r * a.y_stride;
+  vf g[K], u[K];
+  for (int k = 0; k < K; ++k) gate_up<D, L>(x, a.cols, i + k * W, c, g[k], u[k]);
+  if constexpr (Bwd) {
+    const T* dy = static_cast<const T*>(a.dy) + r * a.dy_stride;
+    vf d[K];
+    for (int k = 0; k < K; ++k) d[k] = ld<D>(dy, i + k * W, c);
+    act_vjp<A, K>(g, u, d, p);
+    for (int k = 0; k < K; ++k) put_grads<D, L>(y, a.cols, i + k * W, c, g[k], u[k]);
+  } else {
+    act<A, K>(g, u, p);
+    for (int k = 0; k < K; ++k) st<D>(y, i + k * W, c, g[k]);
+  }
+}
+
+// Output columns [c0, c1) of rows [r0, r1); c0 is a multiple of W.
+template <class D, Act A, Layout L, bool Bwd> void act_tile(const ops::ActArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   constexpr int K = 8;
   const Params p{a.alpha, a.limit};
   for (int64_t r = r0; r < r1; ++r) {
-    const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
-    T* y = static_cast<T*>(a.y) + r * a.y_stride;
     int64_t i = c0;
-    for (; i + K * W <= c1; i += K * W) {
-      vf g[K], u[K];
-      for (int k = 0; k < K; ++k) gate_up<D, L>(x, a.cols, i + k * W, W, g[k], u[k]);
-      act<A, K>(g, u, p);
-      for (int k = 0; k < K; ++k) store<D>(y + i + k * W, g[k]);
-    }
-    for (; i < c1; i += W) {
-      const int64_t c = std::min<int64_t>(W, c1 - i);
-      vf g, u;
-      gate_up<D, L>(x, a.cols, i, c, g, u);
-      act<A, 1>(&g, &u, p);
-      st<D>(y, i, c, g);
-    }
+    for (; i + K * W <= c1; i += K * W) act_step<D, A, L, Bwd, K>(a, p, r, i, W);
+    for (; i < c1; i += W) act_step<D, A, L, Bwd, 1>(a, p, r, i, std::min<int64_t>(W, c1 - i));
   }
 }
 
@@ -173,16 +267,26 @@ template <class F> void parallel_tiles(int64_t rows, int64_t cols, int64_t bytes
   });
 }
 
-template <class D, Act A, Layout L> void act_typed(const ops::ActArgs& a) {
-  const int64_t elem = int64_t(sizeof(typename D::T));
-  parallel_tiles(a.rows, a.cols, (L == Layout::plain ? 2 : 3) * elem,
-                 [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) { act_tile<D, A, L>(a, r0, r1, c0, c1); });
+template <class D, Act A, Layout L, bool Bwd> void act_typed(const ops::ActArgs& a) {
+  // bytes an output column moves: x's (1 or 2), y's; the VJP dy's and dx's (as x's) as well
+  const int64_t ins = L == Layout::plain ? 1 : 2, elem = int64_t(sizeof(typename D::T));
+  parallel_tiles(a.rows, a.cols, (Bwd ? 2 * ins + 1 : ins + 1) * elem,
+                 [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) { act_tile<D, A, L, Bwd>(a, r0, r1, c0, c1); });
 }
 
-template <class D, Act A> void act_layout(const ops::ActArgs& a) {
-  if (!a.gated) act_typed<D, A, Layout::plain>(a);
-  else if (a.interleaved) act_typed<D, A, Layout::interleaved>(a);
-  else act_typed<D, A, Layout::halves>(a);
+template <class D, Act A, bool Bwd> void act_layout(const ops::ActArgs& a) {
+  if (!a.gated) act_typed<D, A, Layout::plain, Bwd>(a);
+  else if (a.interleaved) act_typed<D, A, Layout::interleaved, Bwd>(a);
+  else act_typed<D, A, Layout::halves, Bwd>(a);
+}
+
+template <class D, bool Bwd> void act_dispatch(const ops::ActArgs& a) {
+  switch (a.act) {
+    case Act::silu: return act_layout<D, Act::silu, Bwd>(a);
+    case Act::gelu_erf: return act_layout<D, Act::gelu_erf, Bwd>(a);
+    case Act::gelu_tanh: return act_layout<D, Act::gelu_tanh, Bwd>(a);
+    case Act::swiglu_clamped: return act_layout<D, Act::swiglu_clamped, Bwd>(a);
+  }
 }
 
 // ---------------------------------------------------------------- embedding
@@ -380,13 +484,8 @@ template <class D> void hadamard_typed(const ops::HadamardArgs& a) {
 
 void act_run(const ops::ActArgs& a) {
   with_float_dtype(a.dtype, [&](auto d) {
-    using D = decltype(d);
-    switch (a.act) {
-      case Act::silu: return act_layout<D, Act::silu>(a);
-      case Act::gelu_erf: return act_layout<D, Act::gelu_erf>(a);
-      case Act::gelu_tanh: return act_layout<D, Act::gelu_tanh>(a);
-      case Act::swiglu_clamped: return act_layout<D, Act::swiglu_clamped>(a);
-    }
+    if (a.dy) act_dispatch<decltype(d), true>(a);
+    else act_dispatch<decltype(d), false>(a);
   });
 }
 

@@ -113,34 +113,43 @@ void launch_elementwise(void (*kernel)(P), P& p, int64_t rows, int64_t packs, in
 }
 
 // ------------------------------------------------------------------ activations
-template <class T, int V, int U, bool St, bool Pe, bool Fa, Act A>
+template <class T, int V, int U, bool St, bool Pe, bool Fa, bool Bwd, Act A>
 void act_form(const ActArgs& a, ActParams& p, cudaStream_t s) {
   const auto go = [&](auto kernel) { launch_elementwise(kernel, p, a.rows, p.packs, U, Pe, a.device_id, s); };
   if (!a.gated) {
-    if constexpr (A != Act::swiglu_clamped) return go(act_kernel<T, V, U, A, false, false, St, Pe, Fa>);
+    if constexpr (A != Act::swiglu_clamped) return go(act_kernel<T, V, U, A, false, false, St, Pe, Fa, Bwd>);
     else throw ValueError("swiglu_clamped is a gated activation");
   }
-  if (a.interleaved) return go(act_kernel<T, V, U, A, true, true, St, Pe, Fa>);
-  go(act_kernel<T, V, U, A, true, false, St, Pe, Fa>);
+  if (a.interleaved) return go(act_kernel<T, V, U, A, true, true, St, Pe, Fa, Bwd>);
+  go(act_kernel<T, V, U, A, true, false, St, Pe, Fa, Bwd>);
 }
 
-template <class T, int V, int U, bool St = false, bool Pe = false, bool Fa = false>
+template <class T, int V, int U, bool St = false, bool Pe = false, bool Fa = false, bool Bwd = false>
 void act_typed(const ActArgs& a, ActParams& p, cudaStream_t s) {
   p.packs = int(ceil_div(a.cols, V));
   switch (a.act) {
-    case Act::silu: return act_form<T, V, U, St, Pe, Fa, Act::silu>(a, p, s);
-    case Act::gelu_erf: return act_form<T, V, U, St, Pe, Fa, Act::gelu_erf>(a, p, s);
-    case Act::gelu_tanh: return act_form<T, V, U, St, Pe, Fa, Act::gelu_tanh>(a, p, s);
-    case Act::swiglu_clamped: return act_form<T, V, U, St, Pe, Fa, Act::swiglu_clamped>(a, p, s);
+    case Act::silu: return act_form<T, V, U, St, Pe, Fa, Bwd, Act::silu>(a, p, s);
+    case Act::gelu_erf: return act_form<T, V, U, St, Pe, Fa, Bwd, Act::gelu_erf>(a, p, s);
+    case Act::gelu_tanh: return act_form<T, V, U, St, Pe, Fa, Bwd, Act::gelu_tanh>(a, p, s);
+    case Act::swiglu_clamped: return act_form<T, V, U, St, Pe, Fa, Bwd, Act::swiglu_clamped>(a, p, s);
   }
   throw ValueError("unknown activation");
 }
 
+// The VJPs: the forward's default form only (BRAZE_CUDA_ACT_VARIANT tunes the forward).
+constexpr Form kVjpForm = kActVariants[1];
+
 template <class T> void act_dispatch(const ActArgs& a, ActParams& p, cudaStream_t s) {
   constexpr int V = kVec16<T>;
-  const bool strides = a.rows == 1 || (a.x_stride % V == 0 && a.y_stride % V == 0);
+  const bool vjp = a.dy != nullptr;
+  const bool strides = a.rows == 1 || (a.x_stride % V == 0 && a.y_stride % V == 0 && (!vjp || a.dy_stride % V == 0));
   const bool halves = !a.gated || a.interleaved || a.cols % V == 0;
-  if (!(aligned16(a.x) && aligned16(a.y) && strides && halves)) return act_typed<T, 1, kScalarPacks>(a, p, s);
+  const bool vectors = aligned16(a.x) && aligned16(a.y) && (!vjp || aligned16(a.dy)) && strides && halves;
+  if (vjp) {
+    if (!vectors) return act_typed<T, 1, kScalarPacks, false, false, false, true>(a, p, s);
+    return act_typed<T, V, kVjpForm.packs, kVjpForm.stream, kVjpForm.persist, kVjpForm.fast, true>(a, p, s);
+  }
+  if (!vectors) return act_typed<T, 1, kScalarPacks>(a, p, s);
 #define BRAZE_ACT_VARIANT(k) \
   act_typed<T, V, kActVariants[k].packs, kActVariants[k].stream, kActVariants[k].persist, kActVariants[k].fast>(a, p, s)
   switch (act_variant()) {
@@ -314,7 +323,7 @@ template <class F> void by_dtype(DType t, F&& f) {
 void act_run(const ActArgs& a, uintptr_t stream) {
   if (a.rows == 0 || a.cols == 0) return;
   if (a.cols > INT_MAX / 2) throw ValueError("rows of x are too long for the CUDA activation kernels");
-  ActParams p{a.x, a.y, a.x_stride, a.y_stride, a.rows, int(a.cols), 0, a.alpha, a.limit, Walk{}};
+  ActParams p{a.x, a.y, a.x_stride, a.y_stride, a.dy, a.dy_stride, a.rows, int(a.cols), 0, a.alpha, a.limit, Walk{}};
   DeviceGuard guard(a.device_id);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   by_dtype(a.dtype, [&](auto t) { act_dispatch<decltype(t)>(a, p, s); });

@@ -24,6 +24,11 @@ void act(Call& c, ops::Op op, bool tanh, bool il, double alpha, double limit) {
   c.launch(ops::prepare_act(op, c.a(0), c.a(1), tanh, il, alpha, limit));
 }
 
+// x dy >out: the activations' VJPs.
+void act_vjp(Call& c, ops::Op op, bool tanh, bool il, double alpha, double limit) {
+  c.launch(ops::prepare_act(op, c.a(0), c.a(2), tanh, il, alpha, limit, &c.a(1)));
+}
+
 sampling::ParamIn param(const Call& c, int array, int scalar) { return {&c.a(array), c.f(scalar)}; }
 
 void set_workspace(norm::NormVjpArgs& a, const Tensor& ws) {
@@ -107,6 +112,15 @@ std::vector<Entry> build() {
        [](Call& c) { act(c, ops::Op::swiglu_clamped, false, c.b(2), c.f(0), c.f(1)); }},
       {"silu", "x >out", [](Call& c) { act(c, ops::Op::silu, false, false, 0.0, 0.0); }},
       {"gelu", "x >out approximate_tanh:b", [](Call& c) { act(c, ops::Op::gelu, c.b(0), false, 0.0, 0.0); }},
+      {"silu_and_mul_vjp", "x dy >out interleaved:b",
+       [](Call& c) { act_vjp(c, ops::Op::silu_and_mul_vjp, false, c.b(0), 0.0, 0.0); }},
+      {"gelu_and_mul_vjp", "x dy >out approximate_tanh:b interleaved:b",
+       [](Call& c) { act_vjp(c, ops::Op::gelu_and_mul_vjp, c.b(0), c.b(1), 0.0, 0.0); }},
+      {"swiglu_clamped_vjp", "x dy >out alpha:f limit:f interleaved:b",
+       [](Call& c) { act_vjp(c, ops::Op::swiglu_clamped_vjp, false, c.b(2), c.f(0), c.f(1)); }},
+      {"silu_vjp", "x dy >out", [](Call& c) { act_vjp(c, ops::Op::silu_vjp, false, false, 0.0, 0.0); }},
+      {"gelu_vjp", "x dy >out approximate_tanh:b",
+       [](Call& c) { act_vjp(c, ops::Op::gelu_vjp, c.b(0), false, 0.0, 0.0); }},
       {"embedding", "ids table >out",
        [](Call& c) { c.launch(ops::prepare_embedding(c.a(0), c.a(1), c.a(2))); }},
       {"hadamard", "x >out scale:f", [](Call& c) { c.launch(ops::prepare_hadamard(c.a(0), c.a(1), c.f(0))); }},

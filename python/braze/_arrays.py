@@ -154,7 +154,8 @@ def _warn_detached():
         level, f = level + 1, f.f_back  # point the warning at the caller's line
     warnings.warn("braze ops are not differentiable yet: a tensor that requires grad is read through "
                   "detach(), so no gradient flows back through this call. The *_vjp ops (e.g. "
-                  "braze.norm.rms_norm_vjp; rope with inverse=True) compute the backward pass.",
+                  "braze.norm.rms_norm_vjp, braze.ops.silu_and_mul_vjp; rope with inverse=True) compute the "
+                  "backward pass.",
                   UserWarning, stacklevel=level)
 
 

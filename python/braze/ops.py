@@ -30,7 +30,8 @@ if _TYPE_CHECKING:
 
     from ._typing import Array
 
-__all__ = ["silu_and_mul", "gelu_and_mul", "swiglu_clamped", "silu", "gelu", "embedding", "hadamard"]
+__all__ = ["silu_and_mul", "gelu_and_mul", "swiglu_clamped", "silu", "gelu", "embedding", "hadamard",
+           "silu_and_mul_vjp", "gelu_and_mul_vjp", "swiglu_clamped_vjp", "silu_vjp", "gelu_vjp"]
 
 
 def _flag(name, v):
@@ -127,6 +128,77 @@ def gelu(x: "Array", *, approximate: str = "none", out: "Optional[Array]" = None
     y = c.out(out, tuple(x.shape))
     c.kernel(c.arg(x, "x"), c.arg(y, "out"), tanh, c.stream)
     return c.result(y)
+
+
+# ---------------------------------------------------------------- VJPs
+# dx from x and the output's cotangent dy in one pass: x and dy read once, dx
+# written once (f32 math, one rounding). The derivative is the same formula as
+# the integrations' autograd (docs/design.md, "The ops family").
+def _vjp(op, x, dy, out, ref, kwargs, scalars):
+    c = _Call(op, x)
+    if c.kernel is None:
+        return c.fallback(ref, (x, dy), kwargs, out)
+    dx = c.out(out, tuple(x.shape))
+    c.kernel(c.arg(x, "x"), c.arg(dy, "dy"), c.arg(dx, "out"), *scalars, c.stream)
+    return c.result(dx)
+
+
+def silu_and_mul_vjp(x: "Array", dy: "Array", *, interleaved: bool = False,
+                     out: "Optional[Array]" = None) -> "Array":
+    """The VJP of :func:`silu_and_mul`: ``dx`` from ``x[..., 2H]`` and ``dy[..., H]``
+    (the output's cotangent), both float32 / float16 / bfloat16 of one dtype.
+
+    ``dg = dy * u * silu'(g)`` and ``du = dy * silu(g)``, placed as g and u are
+    (halves, or alternating with ``interleaved=True``). Returns x's shape and dtype.
+    """
+    il = _flag("interleaved", interleaved)
+    return _vjp("silu_and_mul_vjp", x, dy, out, _ref.silu_and_mul_vjp, dict(interleaved=il), (il,))
+
+
+def gelu_and_mul_vjp(x: "Array", dy: "Array", *, approximate: str = "none", interleaved: bool = False,
+                     out: "Optional[Array]" = None) -> "Array":
+    """The VJP of :func:`gelu_and_mul`: ``dg = dy * u * gelu'(g)``, ``du = dy * gelu(g)``.
+
+    ``x[..., 2H]`` and ``dy[..., H]`` float32 / float16 / bfloat16 of one dtype;
+    returns ``dx`` in x's shape and dtype.
+    """
+    tanh, il = _approximate(approximate), _flag("interleaved", interleaved)
+    return _vjp("gelu_and_mul_vjp", x, dy, out, _ref.gelu_and_mul_vjp,
+                dict(approximate=approximate, interleaved=il), (tanh, il))
+
+
+def swiglu_clamped_vjp(x: "Array", dy: "Array", *, alpha: float = 1.702, limit: float = 7.0,
+                       interleaved: bool = True, out: "Optional[Array]" = None) -> "Array":
+    """The VJP of :func:`swiglu_clamped`. With ``gc = min(g, limit)``,
+    ``s = sigmoid(alpha * gc)``: ``dg = dy * (clip(u) + 1) * s (1 + alpha gc (1 - s))``
+    where ``g < limit`` (0 past it), ``du = dy * gc * s`` where ``-limit < u < limit`` (else 0).
+
+    ``x[..., 2H]`` and ``dy[..., H]`` float32 / float16 / bfloat16 of one dtype;
+    returns ``dx`` in x's shape and dtype.
+    """
+    alpha, limit = _number("alpha", alpha), _number("limit", limit)
+    il = _flag("interleaved", interleaved)
+    return _vjp("swiglu_clamped_vjp", x, dy, out, _ref.swiglu_clamped_vjp,
+                dict(alpha=alpha, limit=limit, interleaved=il), (alpha, limit, il))
+
+
+def silu_vjp(x: "Array", dy: "Array", *, out: "Optional[Array]" = None) -> "Array":
+    """The VJP of :func:`silu`: ``dy * s * (1 + x (1 - s))``, ``s = sigmoid(x)``.
+
+    ``x`` and ``dy`` of one shape ``[..., H]`` and dtype (float32 / float16 /
+    bfloat16); returns x's shape and dtype.
+    """
+    return _vjp("silu_vjp", x, dy, out, _ref.silu_vjp, {}, ())
+
+
+def gelu_vjp(x: "Array", dy: "Array", *, approximate: str = "none", out: "Optional[Array]" = None) -> "Array":
+    """The VJP of :func:`gelu`: ``dy * gelu'(x)`` (erf form: ``Phi(x) + x phi(x)``).
+
+    ``x`` and ``dy`` of one shape ``[..., H]`` and dtype (float32 / float16 /
+    bfloat16); returns x's shape and dtype.
+    """
+    tanh = _approximate(approximate)
+    return _vjp("gelu_vjp", x, dy, out, _ref.gelu_vjp, dict(approximate=approximate), (tanh,))
 
 
 def embedding(ids: "Array", table: "Array", *, check: bool = False, out: "Optional[Array]" = None) -> "Array":

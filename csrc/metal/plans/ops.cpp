@@ -8,14 +8,15 @@
 namespace braze::metal {
 namespace {
 
-const char* act_kernel_name(const ops::ActArgs& a) {
+// <op>_ (the tanh forms of gelu: <op>_tanh_), op the forward's or the VJP's name.
+std::string act_kernel_name(const ops::ActArgs& a) {
+  const std::string op = ops::op_name(a.op);
   switch (a.act) {
-    case ops::Act::silu: return a.gated ? "silu_and_mul_" : "silu_";
-    case ops::Act::gelu_erf: return a.gated ? "gelu_and_mul_" : "gelu_";
-    case ops::Act::gelu_tanh: return a.gated ? "gelu_and_mul_tanh_" : "gelu_tanh_";
-    case ops::Act::swiglu_clamped: return a.gated ? "swiglu_clamped_" : nullptr;
+    case ops::Act::silu: case ops::Act::gelu_erf: return op + "_";
+    case ops::Act::gelu_tanh: return op + "_tanh_";
+    case ops::Act::swiglu_clamped: return a.gated ? op + "_" : "";
   }
-  return nullptr;
+  return "";
 }
 
 bool float_dtype(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
@@ -35,12 +36,13 @@ void column_tiling(Dispatch& d, std::int64_t cols, std::int64_t rows) {
 
 Plan plan_act(const ops::ActArgs& a) {
   Plan plan;
-  const char* name = act_kernel_name(a);
+  const std::string name = act_kernel_name(a);
   const std::int64_t in_cols = a.gated ? 2 * a.cols : a.cols;
-  if (!name || !float_dtype(a.dtype)) plan.error = "no Metal kernel for this activation and dtype";
+  const bool vjp = a.dy != nullptr;
+  if (name.empty() || !float_dtype(a.dtype)) plan.error = "no Metal kernel for this activation and dtype";
   else if (!fits_u32(a.rows) || a.cols < 0 || !fits_u32(in_cols))
     plan.error = "row count or row length exceeds 2^32 - 1";
-  else if (!fits_u32(a.x_stride) || !fits_u32(a.y_stride))
+  else if (!fits_u32(a.x_stride) || !fits_u32(a.y_stride) || (vjp && !fits_u32(a.dy_stride)))
     plan.error = "stride out of range (the Metal kernels take strides in [0, 2^32))";
   if (!plan.error.empty() || a.rows == 0 || a.cols == 0) return plan;
 
@@ -49,17 +51,19 @@ Plan plan_act(const ops::ActArgs& a) {
   p.cols = std::uint32_t(a.cols);
   p.x_stride = std::uint32_t(a.x_stride);
   p.y_stride = std::uint32_t(a.y_stride);
+  p.dy_stride = vjp ? std::uint32_t(a.dy_stride) : 0u;
   p.flags = a.gated && a.interleaved ? ACT_INTERLEAVED : 0u;
   p.alpha = a.alpha;
   p.limit = a.limit;
 
   Dispatch d;
-  d.kernel = std::string(name) + dtype_suffix(a.dtype);
+  d.kernel = name + dtype_suffix(a.dtype);
   column_tiling(d, a.cols, a.rows);
   // In place (silu, gelu): x and y are one array, bound twice.
   const BufferRef x = plan.array(a.x, row_bytes(a.rows, in_cols, a.x_stride, a.dtype));
-  const BufferRef y = plan.array(a.y, row_bytes(a.rows, a.cols, a.y_stride, a.dtype), true);
-  d.buffers = {x, y};
+  const BufferRef y = plan.array(a.y, row_bytes(a.rows, vjp ? in_cols : a.cols, a.y_stride, a.dtype), true);
+  if (vjp) d.buffers = {x, plan.array(a.dy, row_bytes(a.rows, a.cols, a.dy_stride, a.dtype)), y};
+  else d.buffers = {x, y};
   d.params = param_bytes(p);
   plan.dispatches.push_back(d);
   return plan;

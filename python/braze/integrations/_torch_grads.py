@@ -1,16 +1,14 @@
 """Backward formulas of the differentiable braze ops for ``torch.library.register_autograd``.
 
-The norms and rope run their VJP kernels (``rms_norm_vjp``, ``layer_norm_vjp``;
-rope's VJP is rope with ``inverse`` flipped) through the custom ops, so a
-compiled backward sees them too. The activations have no VJP kernels yet: their
-backward is a composition of torch ops in float32 (the derivative written out,
-not autograd of the forward), cast to x's dtype.
+The norms, the activations and rope run their VJP kernels (``rms_norm_vjp``,
+``layer_norm_vjp``, ``silu_and_mul_vjp``, ...; rope's VJP is rope with
+``inverse`` flipped) through the custom ops, so a compiled backward sees them too.
 """
 from __future__ import annotations
 
-import math
-
 import torch
+
+from . import _grads
 
 _NONE_DIMS = 8  # integrations.torch.NONE_SHAPE's length: a None output
 
@@ -55,66 +53,16 @@ def _rope_qk(s, dq, dk):
     return {"q": gq, "k": gk}
 
 
-def _halves(x, interleaved):
-    if interleaved:
-        return x[..., 0::2], x[..., 1::2]
-    return x.chunk(2, dim=-1)
+class _Ops:
+    """``_grads``' ops table over torch.ops.braze (dy made contiguous)."""
+
+    def __getitem__(self, name):
+        return lambda x, dy, **kw: getattr(_ops(), name)(x, dy.contiguous(), **kw)
 
 
-def _join(dg, du, interleaved):
-    return torch.stack((dg, du), dim=-1).flatten(-2) if interleaved else torch.cat((dg, du), dim=-1)
-
-
-def _silu_d(g):
-    """(silu(g), silu'(g))"""
-    sg = torch.sigmoid(g)
-    return g * sg, sg * (1.0 + g * (1.0 - sg))
-
-
-def _gelu_d(g, approximate):
-    """(gelu(g), gelu'(g)) of the erf form or the tanh approximation."""
-    if approximate == "tanh":
-        k, a = math.sqrt(2.0 / math.pi), 0.044715
-        t = torch.tanh(k * (g + a * g * g * g))
-        return 0.5 * g * (1.0 + t), 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * k * (1.0 + 3.0 * a * g * g)
-    cdf = 0.5 * (1.0 + torch.erf(g * (1.0 / math.sqrt(2.0))))
-    pdf = torch.exp(-0.5 * g * g) * (1.0 / math.sqrt(2.0 * math.pi))
-    return g * cdf, cdf + g * pdf
-
-
-def _gated(act):
-    def backward(s, dy):
-        x = s["x"]
-        g, u = _halves(x.float(), s["interleaved"])
-        dyf = dy.float()
-        f, df = act(g, s)
-        return {"x": _join(dyf * u * df, dyf * f, s["interleaved"]).to(x.dtype)}
-    return backward
-
-
-def _clamped(g, s):
-    # gc = min(g, limit): no gradient past the limit (u's clip is handled below)
-    alpha, limit = s["alpha"], s["limit"]
-    gc = torch.clamp(g, max=limit)
-    sg = torch.sigmoid(alpha * gc)
-    return gc * sg, sg * (1.0 + alpha * gc * (1.0 - sg)) * (g < limit)
-
-
-def _swiglu_clamped(s, dy):
-    x, limit = s["x"], s["limit"]
-    g, u = _halves(x.float(), s["interleaved"])
-    f, df = _clamped(g, s)
-    uc = torch.clamp(u, -limit, limit)
-    dyf = dy.float()
-    du = dyf * f * ((u > -limit) & (u < limit))
-    return {"x": _join(dyf * (uc + 1.0) * df, du, s["interleaved"]).to(x.dtype)}
-
-
-def _unary(act):
-    def backward(s, dy):
-        x = s["x"]
-        return {"x": (dy.float() * act(x.float(), s)[1]).to(x.dtype)}
-    return backward
+def _shared(name):
+    """``_grads``' backward of ``name`` (an activation: its VJP kernel) on the saved arguments."""
+    return lambda s, dy: _grads.BACKWARD[name](s, None, dy, _Ops())
 
 
 BACKWARD = {
@@ -123,11 +71,7 @@ BACKWARD = {
     "add_rms_norm": _add_rms_norm,
     "rope": _rope,
     "rope_qk": _rope_qk,
-    "silu_and_mul": _gated(lambda g, s: _silu_d(g)),
-    "gelu_and_mul": _gated(lambda g, s: _gelu_d(g, s["approximate"])),
-    "swiglu_clamped": _swiglu_clamped,
-    "silu": _unary(lambda x, s: _silu_d(x)),
-    "gelu": _unary(lambda x, s: _gelu_d(x, s["approximate"])),
+    **{name: _shared(name) for name in _grads.ACT_OPTIONS},
 }
 
 

@@ -4,8 +4,8 @@ VJP kernels and ``mx.vmap`` batches the kernels (docs/mlx.md).
 ``braze.integrations.mlx.OPS[name]`` (or ``call(name, ...)``) takes the public
 function's arguments, MLX arrays in place of arrays. Eagerly it is the public
 function (the kernel, its checks). Under ``mx.grad`` the forward runs the
-kernel and the backward is ``_grads``' formula (the norms' VJP kernels,
-rope inverted, the activations' derivatives in mlx ops). Under ``mx.vmap`` the
+kernel and the backward is ``_grads``' formula (the norms' and the
+activations' VJP kernels, rope inverted). Under ``mx.vmap`` the
 rule runs the kernel on the batched arrays once where the op is row-wise
 (the same derived rule as the JAX integration), else once per element.
 
@@ -26,15 +26,8 @@ import mlx.core as mx
 
 from .. import _spec
 from ..testing import force_reference
-from ._grads import Fns, backward_table
+from ._grads import BACKWARD
 from ._record import Aval, recording
-
-FNS = Fns(sigmoid=mx.sigmoid, erf=mx.erf, tanh=mx.tanh, exp=mx.exp, minimum=mx.minimum, clip=mx.clip,
-          split=lambda x: mx.split(x, 2, axis=-1),
-          interleave=lambda a, b: mx.stack([a, b], axis=-1).reshape(*a.shape[:-1], 2 * a.shape[-1]),
-          concat=lambda a, b: mx.concatenate([a, b], axis=-1),
-          f32=lambda x: x.astype(mx.float32), cast=lambda x, like: x.astype(like.dtype))
-BACKWARD = backward_table(FNS)
 
 
 def _placeholder(a):

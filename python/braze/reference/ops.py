@@ -144,6 +144,92 @@ def gelu(x, *, approximate="none"):
     return xp.astype(_gelu(xp, upcast(xp, x, compute_dtype(xp, x)), approximate), x.dtype)
 
 
+# ---------------------------------------------------------------- activation VJPs
+# The derivatives written out (not autograd of the forward): f = act(g), df = act'(g).
+def _silu_d(xp, g):
+    s = _sigmoid(xp, g)
+    return g * s, s * (1.0 + g * (1.0 - s))
+
+
+def _gelu_d(xp, g, approximate):
+    if approximate == "tanh":
+        k, a = math.sqrt(2.0 / math.pi), 0.044715
+        t = xp.tanh(k * (g + a * g * g * g))
+        return 0.5 * g * (1.0 + t), 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * k * (1.0 + 3.0 * a * g * g)
+    if approximate != "none":
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    cdf = 0.5 * (1.0 + erf(xp, g / math.sqrt(2.0)))
+    return g * cdf, cdf + g * xp.exp(-0.5 * g * g) / math.sqrt(2.0 * math.pi)
+
+
+def _check_dy(x, dy, shape):
+    if tuple(dy.shape) != tuple(shape):
+        raise ValueError(f"dy must have shape {tuple(shape)}, got {tuple(dy.shape)}")
+    if dy.dtype != x.dtype:
+        raise TypeError(f"dy must be {x.dtype}, got {dy.dtype}")
+
+
+def _gated_vjp(x, dy, interleaved, fn):
+    """dx of a gated op: fn(xp, g, u) -> (dg / dy, du / dy), joined as g and u are in x."""
+    xp = namespace(x, dy)
+    dt = compute_dtype(xp, x)
+    g, u = _halves(xp, upcast(xp, x, dt), interleaved)
+    _check_dy(x, dy, g.shape)
+    dyf = upcast(xp, dy, dt)
+    dg, du = fn(xp, g, u)
+    dg, du = dyf * dg, dyf * du
+    if interleaved:
+        dx = xp.reshape(xp.stack((dg, du), axis=-1), tuple(x.shape))
+    else:
+        dx = xp.concat((dg, du), axis=-1)
+    return xp.astype(dx, x.dtype)
+
+
+def _unary_vjp(x, dy, d):
+    xp = namespace(x, dy)
+    _check_dy(x, dy, x.shape)
+    dt = compute_dtype(xp, x)
+    return xp.astype(upcast(xp, dy, dt) * d(xp, upcast(xp, x, dt))[1], x.dtype)
+
+
+def _times(f_df, u):
+    f, df = f_df
+    return u * df, f
+
+
+def silu_and_mul_vjp(x, dy, *, interleaved=False):
+    """``dg = dy * u * silu'(g)``, ``du = dy * silu(g)``, ``silu'(g) = s (1 + g (1 - s))``."""
+    return _gated_vjp(x, dy, interleaved, lambda xp, g, u: _times(_silu_d(xp, g), u))
+
+
+def gelu_and_mul_vjp(x, dy, *, approximate="none", interleaved=False):
+    """``dg = dy * u * gelu'(g)``, ``du = dy * gelu(g)``."""
+    return _gated_vjp(x, dy, interleaved, lambda xp, g, u: _times(_gelu_d(xp, g, approximate), u))
+
+
+def swiglu_clamped_vjp(x, dy, *, alpha=1.702, limit=7.0, interleaved=True):
+    """With ``gc = min(g, limit)``, ``s = sigmoid(alpha gc)``: ``dg = dy (clip(u) + 1) s (1 + alpha gc (1 - s))``
+    times ``[g < limit]``, ``du = dy gc s`` times ``[-limit < u < limit]``."""
+    def fn(xp, g, u):
+        gc = xp.minimum(g, xp.full_like(g, limit))
+        s = _sigmoid(xp, alpha * gc)
+        df = s * (1.0 + alpha * gc * (1.0 - s)) * xp.astype(g < limit, g.dtype)
+        inside = xp.astype((u > -limit) & (u < limit), u.dtype)
+        return (xp.clip(u, -limit, limit) + 1.0) * df, gc * s * inside
+
+    return _gated_vjp(x, dy, interleaved, fn)
+
+
+def silu_vjp(x, dy):
+    """``dy * silu'(x)``."""
+    return _unary_vjp(x, dy, _silu_d)
+
+
+def gelu_vjp(x, dy, *, approximate="none"):
+    """``dy * gelu'(x)``."""
+    return _unary_vjp(x, dy, lambda xp, g: _gelu_d(xp, g, approximate))
+
+
 # ---------------------------------------------------------------- embedding
 def embedding(ids, table):
     """``table[ids]`` with a zero row for every id outside ``[0, V)``: ``ids.shape + (H,)``."""

@@ -30,20 +30,28 @@ EDGE = ((1, 1), (1, 7), (3, 33), (0, 64), (2, 0, 16), (5, 1), (2, 70000))
 BENCH = {"decode": [(1, 14336)], "prefill": [(4096, 14336), (2048, 28672)]}
 
 # Per output element, counting an exp or a division as one flop (gelu: the erf form's polynomial).
-ACT_FLOPS = {"silu_and_mul": 5, "gelu_and_mul": 20, "swiglu_clamped": 9, "silu": 4, "gelu": 19}
+ACT_FLOPS = {"silu_and_mul": 5, "gelu_and_mul": 20, "swiglu_clamped": 9, "silu": 4, "gelu": 19,
+             "silu_and_mul_vjp": 10, "gelu_and_mul_vjp": 27, "swiglu_clamped_vjp": 16, "silu_vjp": 8,
+             "gelu_vjp": 25}
 
 
-def _act_cost(name, gated):
+def _act_cost(name, gated, vjp=False):
+    """Bytes of x and y (the VJP: x, dy and dx); flops per output element of the forward."""
     def cost(shape, dtype, case):
         n = numel(shape)
         out = n // 2 if gated else n
-        return (n + out) * itemsize(dtype), ACT_FLOPS[name] * out
+        return (2 * n + out if vjp else n + out) * itemsize(dtype), ACT_FLOPS[name] * out
     return cost
 
 
-def _act_inputs(scale):
+def _act_inputs(scale, vjp=False):
+    """x (scale: its spread); for a VJP also dy, the forward output's shape."""
     def make(shape, dtype, rng, case, strided):
-        return (rows(shape, dtype, rng, strided, scale=scale),), dict(case)
+        x = rows(shape, dtype, rng, strided, scale=scale)
+        if not vjp:
+            return (x,), dict(case)
+        out = tuple(shape[:-1]) + (shape[-1] // 2 if vjp == "gated" else shape[-1],)
+        return (x, rows(out, dtype, rng, strided)), dict(case)
     return make
 
 
@@ -57,12 +65,18 @@ for _name, _gated, _cases, _scale, _bench in (
     ("silu", False, ({},), 2.0, BENCH),
     ("gelu", False, ({}, {"approximate": "tanh"}), 2.0, BENCH),
 ):
+    _shapes = dict(shapes=GATED_SHAPES if _gated else SHAPES, edge_shapes=GATED_EDGE if _gated else EDGE,
+                   bench_shapes=_bench)
     register(OpSpec(
         family="ops", name=_name, fn=getattr(ops, _name), reference=getattr(ref, _name),
         make_inputs=_act_inputs(_scale), out_kwargs=lambda r: {"out": r},
-        cost=_act_cost(_name, _gated), backends=BACKENDS, cases=_cases,
-        shapes=GATED_SHAPES if _gated else SHAPES, edge_shapes=GATED_EDGE if _gated else EDGE,
-        bench_shapes=_bench,
+        cost=_act_cost(_name, _gated), backends=BACKENDS, cases=_cases, vjp=_name + "_vjp", **_shapes,
+    ))
+    # dx from x and dy (shapes are x's); the forward's cases, tolerances as its
+    register(OpSpec(
+        family="ops", name=_name + "_vjp", fn=getattr(ops, _name + "_vjp"), reference=getattr(ref, _name + "_vjp"),
+        make_inputs=_act_inputs(_scale, "gated" if _gated else "plain"), out_kwargs=lambda r: {"out": r},
+        cost=_act_cost(_name + "_vjp", _gated, vjp=True), backends=BACKENDS, cases=_cases, **_shapes,
     ))
 
 

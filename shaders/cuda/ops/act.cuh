@@ -1,5 +1,5 @@
 // Elementwise activations, gated (silu_and_mul, gelu_and_mul, swiglu_clamped)
-// or not (silu, gelu), written for memory bandwidth: no shared memory, no
+// or not (silu, gelu), and their VJPs (Bwd), written for memory bandwidth: no shared memory, no
 // barrier. A thread owns U packs of V output elements of one row, placed
 // lane-interleaved (pack tile + i * blockDim.x + tid) so that every warp access
 // is one contiguous span, and issues all of its loads (U packs of the gate and
@@ -28,6 +28,8 @@ struct ActParams {
   const void* x;
   void* y;
   int64_t x_stride, y_stride;  // elements
+  const void* dy;              // the VJP kernels (Bwd): y is dx, x's shape
+  int64_t dy_stride;
   int64_t rows;
   int cols;                    // output row length
   int packs;                   // ceil(cols / V)
@@ -76,6 +78,38 @@ __device__ __forceinline__ float gated(float g, float u, float alpha, float limi
   }
 }
 
+// The VJP of gated (u = 1 when not gated) from dy: returns dg, sets du.
+// The derivatives of python/braze/integrations/_grads.py; tanh gelu through
+// s = sigmoid(2w): (1 + tanh w) / 2 = s, (1 - tanh^2 w) / 2 = 2 s (1 - s).
+// swiglu_clamped: on gc = min(g, limit), dg times [g < limit], du times
+// [-limit < u < limit] (multiplied, as the reference: a NaN gate stays NaN).
+template <Act A, bool Fast = false>
+__device__ __forceinline__ float gated_vjp(float g, float u, float dy, float alpha, float limit, float& du) {
+  float f, df;
+  if constexpr (A == Act::gelu_erf) {
+    const float cdf = 0.5f * (1.f + erff(g * 0.70710678118654752f));
+    f = g * cdf;
+    df = cdf + g * __expf(-0.5f * g * g) * 0.3989422804014327f;  // 1 / sqrt(2 pi)
+  } else if constexpr (A == Act::gelu_tanh) {
+    const float s = sigmoid<Fast>(1.5957691216057308f * (g + 0.044715f * g * g * g));
+    f = g * s;
+    df = s + g * s * (1.f - s) * 1.5957691216057308f * (1.f + 0.134145f * g * g);
+  } else {
+    constexpr bool clamped = A == Act::swiglu_clamped;
+    const float gc = clamped && g > limit ? limit : g, al = clamped ? alpha : 1.f;
+    const float s = sigmoid<Fast>(al * gc);
+    f = gc * s;
+    df = s * (1.f + al * gc * (1.f - s));
+    if constexpr (clamped) {
+      df *= g < limit ? 1.f : 0.f;
+      du = dy * f * (u > -limit && u < limit ? 1.f : 0.f);
+      return dy * ((u > limit ? limit : (u < -limit ? -limit : u)) + 1.f) * df;
+    }
+  }
+  du = dy * f;
+  return dy * u * df;
+}
+
 // Element pairs (e, e + 1) of a pack rounded together: one cvt.rn.bf16x2 /
 // f16x2 for two outputs (Fast) instead of one conversion each.
 template <bool Fast, class T, int V>
@@ -101,15 +135,31 @@ __device__ __forceinline__ void st(T* p, int col, int n, const Pack<T, V>& v) {
   else store_pack<T, V>(p, col, n, v);
 }
 
-// Row r, packs k0 + i * blockDim.x (i < U) of the output. V: elements per pack
-// (16 bytes, or 1 on the scalar path). Gated non-interleaved rows use whole
-// packs only (the launcher takes the scalar path unless cols % V == 0), so the
-// up half stays aligned.
-template <class T, int V, int U, Act A, bool Gated, bool Il, bool Stream, bool Fast>
+// Output e's gate and up from the packs loaded for it (u = 1 when not gated):
+// interleaved, inputs 2e and 2e + 1 of the 2V loaded in g, u.
+template <bool Gated, bool Il, class T, int V>
+__device__ __forceinline__ void gate_up(const Pack<T, V>& g, const Pack<T, V>& u, int e, float& gv, float& uv) {
+  if constexpr (Il) {
+    const int q = 2 * e;
+    gv = to_f32(q < V ? g.v[q] : u.v[q - V]);
+    uv = to_f32(q + 1 < V ? g.v[q + 1] : u.v[q + 1 - V]);
+  } else {
+    gv = to_f32(g.v[e]);
+    if constexpr (Gated) uv = to_f32(u.v[e]);
+    else uv = 1.f;
+  }
+}
+
+// Row r, packs k0 + i * blockDim.x (i < U) of the output (Bwd: of dy). V:
+// elements per pack (16 bytes, or 1 on the scalar path). Gated
+// non-interleaved rows use whole packs only (the launcher takes the scalar
+// path unless cols % V == 0), so the up half stays aligned. Bwd (the VJP)
+// reads dy's pack too and writes dg and du where g and u were read.
+template <class T, int V, int U, Act A, bool Gated, bool Il, bool Stream, bool Fast, bool Bwd>
 __device__ __forceinline__ void act_row(const ActParams& p, int64_t r, int k0) {
   const T* xr = static_cast<const T*>(p.x) + r * p.x_stride;
   T* yr = static_cast<T*>(p.y) + r * p.y_stride;
-  Pack<T, V> g[U], u[Il ? U : (Gated ? U : 1)];
+  Pack<T, V> g[U], u[U], d[Bwd ? U : 1];
 #pragma unroll
   for (int i = 0; i < U; ++i) {
     const int k = k0 + i * blockDim.x;
@@ -124,27 +174,33 @@ __device__ __forceinline__ void act_row(const ActParams& p, int64_t r, int k0) {
     } else {
       g[i] = ld<Stream, T, V>(xr, c, n);
     }
+    if constexpr (Bwd) d[i] = ld<Stream, T, V>(static_cast<const T*>(p.dy) + r * p.dy_stride, c, n);
   }
 #pragma unroll
   for (int i = 0; i < U; ++i) {
     const int k = k0 + i * blockDim.x;
     if (k >= p.packs) continue;
     const int c = k * V, n = min(V, p.cols - c);
-    Pack<T, V> o;
-    float w[V];
+    Pack<T, V> o, o2;
+    float w[V], w2[Bwd ? V : 1];
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      if constexpr (Il) {
-        // output e takes inputs 2e and 2e + 1 of the 2V loaded
+      float gv, uv;
+      gate_up<Gated, Il>(g[i], u[i], e, gv, uv);
+      if constexpr (Bwd) w[e] = gated_vjp<A, Fast>(gv, uv, to_f32(d[i].v[e]), p.alpha, p.limit, w2[e]);
+      else if constexpr (Gated) w[e] = gated<A, Fast>(gv, uv, p.alpha, p.limit);
+      else w[e] = act<A, Fast>(gv);
+    }
+    if constexpr (Bwd && Il) {  // dg, du of output e at 2e, 2e + 1 of the 2V stored
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
         const int q = 2 * e;
-        const float gv = to_f32(q < V ? g[i].v[q] : u[i].v[q - V]);
-        const float uv = to_f32(q + 1 < V ? g[i].v[q + 1] : u[i].v[q + 1 - V]);
-        w[e] = gated<A, Fast>(gv, uv, p.alpha, p.limit);
-      } else if constexpr (Gated) {
-        w[e] = gated<A, Fast>(to_f32(g[i].v[e]), to_f32(u[i].v[e]), p.alpha, p.limit);
-      } else {
-        w[e] = act<A, Fast>(to_f32(g[i].v[e]));
+        (q < V ? o.v[q] : o2.v[q - V]) = from_f32<T>(w[e]);
+        (q + 1 < V ? o.v[q + 1] : o2.v[q + 1 - V]) = from_f32<T>(w2[e]);
       }
+      st<Stream, T, V>(yr, 2 * c, min(V, 2 * n), o);
+      if (2 * n > V) st<Stream, T, V>(yr, 2 * c + V, 2 * n - V, o2);
+      continue;
     }
     if constexpr (V % 2 == 0) {
 #pragma unroll
@@ -154,21 +210,26 @@ __device__ __forceinline__ void act_row(const ActParams& p, int64_t r, int k0) {
       for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>(w[e]);
     }
     st<Stream, T, V>(yr, c, n, o);
+    if constexpr (Bwd && Gated) {  // du: the up half
+#pragma unroll
+      for (int e = 0; e < V; ++e) o2.v[e] = from_f32<T>(w2[e]);
+      st<Stream, T, V>(yr, p.cols + c, V, o2);
+    }
   }
 }
 
-template <class T, int V, int U, Act A, bool Gated, bool Il, bool Stream, bool Persist, bool Fast>
+template <class T, int V, int U, Act A, bool Gated, bool Il, bool Stream, bool Persist, bool Fast, bool Bwd>
 __global__ void __launch_bounds__(256) act_kernel(ActParams p) {
   if constexpr (Persist) {
     for (WalkPos w = walk_start(p.walk); w.group < p.walk.groups; walk_next(p.walk, w)) {
       const int64_t r = w.group * blockDim.y + threadIdx.y;
-      if (r < p.rows) act_row<T, V, U, A, Gated, Il, Stream, Fast>(p, r, w.tile * blockDim.x * U + threadIdx.x);
+      if (r < p.rows) act_row<T, V, U, A, Gated, Il, Stream, Fast, Bwd>(p, r, w.tile * blockDim.x * U + threadIdx.x);
     }
   } else {
     const int k0 = blockIdx.x * blockDim.x * U + threadIdx.x;
     for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < p.rows;
          r += int64_t(gridDim.y) * blockDim.y)
-      act_row<T, V, U, A, Gated, Il, Stream, Fast>(p, r, k0);
+      act_row<T, V, U, A, Gated, Il, Stream, Fast, Bwd>(p, r, k0);
   }
 }
 

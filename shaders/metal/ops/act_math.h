@@ -57,3 +57,41 @@ inline float ops_gated(float g, float u, float alpha, float limit) {
   const float uc = u > limit ? limit : (u < -limit ? -limit : u);
   return gc * ops_sigmoid(alpha * gc) * (uc + 1.0f);
 }
+
+// The VJP kernels: returns act(g) and sets df = act'(g), the formulas of
+// python/braze/integrations/_grads.py (erf gelu: Phi + g * phi; tanh gelu
+// through s = sigmoid(2w): (1 + tanh w) / 2 = s, (1 - tanh^2 w) / 2 = 2 s (1 - s)).
+// swiglu_clamped: on gc = min(g, limit), df times [g < limit] (a NaN gate stays NaN).
+template <int ACT>
+inline float ops_act_d(float g, float alpha, float limit, thread float& df) {
+  if (ACT == OPS_ACT_GELU_ERF) {
+    const float cdf = ops_normal_cdf(g);
+    df = cdf + g * metal::exp(-0.5f * g * g) * 0.398942280f;  // 1 / sqrt(2 pi)
+    return g * cdf;
+  }
+  if (ACT == OPS_ACT_GELU_TANH) {
+    const float s = ops_sigmoid(1.595769122f * metal::fma(0.044715f * g, g * g, g));  // 2 sqrt(2/pi)
+    df = s + g * s * (1.0f - s) * 1.595769122f * metal::fma(0.134145f * g, g, 1.0f);  // 3 * 0.044715
+    return g * s;
+  }
+  const bool clamped = ACT == OPS_ACT_SWIGLU_CLAMPED;
+  const float gc = clamped && g > limit ? limit : g;
+  const float al = clamped ? alpha : 1.0f;
+  const float s = ops_sigmoid(al * gc);
+  df = s * (1.0f + al * gc * (1.0f - s)) * (clamped && !(g < limit) ? 0.0f : 1.0f);
+  return gc * s;
+}
+
+// dg and du of a gated kernel (du unused when not gated: u = 1) from dy.
+template <int ACT>
+inline float ops_gated_vjp(float g, float u, float dy, float alpha, float limit, thread float& du) {
+  float df;
+  const float f = ops_act_d<ACT>(g, alpha, limit, df);
+  if (ACT != OPS_ACT_SWIGLU_CLAMPED) {
+    du = dy * f;
+    return dy * u * df;
+  }
+  du = dy * f * (u > -limit && u < limit ? 1.0f : 0.0f);
+  const float uc = u > limit ? limit : (u < -limit ? -limit : u);
+  return dy * (uc + 1.0f) * df;
+}

@@ -21,6 +21,7 @@ struct ActParams {
   ops_u32 cols;      // output row length (gated inputs have 2 * cols)
   ops_u32 x_stride;  // row strides in elements
   ops_u32 y_stride;
+  ops_u32 dy_stride; // the VJP kernels (y is dx, x's shape)
   ops_u32 flags;     // ACT_*
   float alpha;       // swiglu_clamped
   float limit;

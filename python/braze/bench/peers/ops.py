@@ -55,8 +55,21 @@ def embedding(ids, table):
     return torch.where(valid.unsqueeze(-1), rows, torch.zeros_like(rows))
 
 
-torch_ops = {"silu_and_mul": silu_and_mul, "gelu_and_mul": gelu_and_mul, "swiglu_clamped": swiglu_clamped,
-             "silu": silu, "gelu": gelu, "embedding": embedding}
+def _vjp(forward):
+    """The VJP peer of an activation: torch autograd through its composition."""
+    def vjp(x, dy, **kw):
+        import torch
+
+        with torch.enable_grad():
+            xg = x.detach().requires_grad_()
+            return torch.autograd.grad(forward(xg, **kw), xg, dy)[0]
+    vjp.__name__ = forward.__name__ + "_vjp"
+    return vjp
+
+
+_ACTIVATIONS = {"silu_and_mul": silu_and_mul, "gelu_and_mul": gelu_and_mul, "swiglu_clamped": swiglu_clamped,
+                "silu": silu, "gelu": gelu}
+torch_ops = {**_ACTIVATIONS, **{n + "_vjp": _vjp(f) for n, f in _ACTIVATIONS.items()}, "embedding": embedding}
 
 
 # Liger's kernels take gate and up as two contiguous tensors (its MLPs run two
