@@ -20,11 +20,10 @@ _warned = set()
 # GPU"): the public functions run the reference composition on such arrays instead,
 # with the usual one-time warning, unless BRAZE_CUDA_UNVERIFIED=1 (the test suite
 # sets it, so `pytest -m cuda` runs the kernels). A verified kernel leaves this set.
-# The H200 runs of 2026-12-03 (docs/performance.md) passed the quant and
-# attention kernels, prefill's tensor-core flash kernel included; the activation
-# VJPs (issue #17) are compile-checked only.
-UNVERIFIED = {"cuda": frozenset({"silu_and_mul_vjp", "gelu_and_mul_vjp", "swiglu_clamped_vjp", "silu_vjp",
-                                 "gelu_vjp"})}
+# Empty: the H200 runs of 2026-12-03 (docs/performance.md) passed the quant and
+# attention kernels, prefill's tensor-core flash kernel included, and that of
+# 2026-12-04 the activation VJPs (`pytest -m cuda tests/test_ops.py -k vjp`).
+UNVERIFIED = {"cuda": frozenset()}
 _use_unverified = os.environ.get("BRAZE_CUDA_UNVERIFIED", "") == "1"
 _kernels = {}  # (backend, op) -> native entry point or None, looked up once
 

@@ -32,6 +32,7 @@ from typing import Optional
 import numpy as np
 
 from .. import gguf_decode
+from . import llama_peer
 
 WARMUP_PROMPT, WARMUP_STEPS = 4, 2  # the shortest run allowed; the warm-up's decode steps
 
@@ -41,16 +42,15 @@ def _rate(times):
 
 
 def llama_cpp_available() -> bool:
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Installed (found, not imported: only the child process loads it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
 
 
 def run_llama_cpp(path, device, threads, prompt, tokens):
-    """llama.cpp on the same file in a child process (``llama_peer``: it crashes in a
-    process that imported torch), fed ``prompt`` then ``tokens[:-1]`` (braze's greedy
+    """llama.cpp on the same file in a child process (``llama_peer``: its CUDA build
+    crashed on the H200 loading a model into a process that had imported torch), fed ``prompt`` then ``tokens[:-1]`` (braze's greedy
     choices); returns its logits per step [len(tokens), V] and the step times."""
     import subprocess
     import sys
@@ -61,7 +61,8 @@ def run_llama_cpp(path, device, threads, prompt, tokens):
         with open(req, "w") as f:
             json.dump({"path": os.fspath(path), "device": device, "threads": threads, "prompt": list(prompt),
                        "tokens": list(tokens), "warmup_steps": WARMUP_STEPS}, f)
-        p = subprocess.run([sys.executable, "-m", "braze.bench.llama_peer", req, res], capture_output=True, text=True)
+        # the file, not ``-m braze.bench...``: the child imports neither braze nor torch
+        p = subprocess.run([sys.executable, llama_peer.__file__, req, res], capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"llama.cpp's run failed (exit {p.returncode}): {(p.stderr or p.stdout)[-2000:]}")
         with np.load(res) as r:
@@ -72,6 +73,13 @@ def _agreement(ours, theirs, tokens):
     rel = max(float(np.abs(a - b).max() / np.sqrt(np.mean(b.astype(np.float64) ** 2))) for a, b in zip(ours, theirs))
     same = sum(int(np.argmax(b)) == t for b, t in zip(theirs, tokens))
     return rel, same
+
+
+def _row(r, out):
+    extra = (f"max |diff| {r['max_logit_err_rel_rms']:.2%} of rms, same greedy token {r['greedy_tokens_agree']}"
+             if "max_logit_err_rel_rms" in r else "")
+    out(f"{r['impl']:<10} {r['prefill_tok_s']:>14.1f} {r['decode_tok_s']:>13.2f} {1e3 / r['decode_tok_s']:>9.2f}  "
+        f"{extra}")
 
 
 def _prompt(vocab, n, seed):
@@ -114,26 +122,23 @@ def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32,
     logits, tokens = gguf_decode.generate(model, prompt, decode_tokens + 1, timings=times)
     rows = [{"impl": "braze", "prefill_tok_s": prompt_tokens / times[0], "decode_tok_s": _rate(times[1:]),
              "prefill_s": times[0], "decode_step_s": times[1:]}]
-    use_llama = (peers is None or "llama.cpp" in peers) and llama_cpp_available()
-    if use_llama:
-        theirs, lt = run_llama_cpp(path, device, threads, prompt, tokens)
-        rel, same = _agreement(logits, theirs, tokens)
-        rows.append({"impl": "llama.cpp", "prefill_tok_s": prompt_tokens / lt[0], "decode_tok_s": _rate(lt[1:]),
-                     "prefill_s": lt[0], "decode_step_s": lt[1:],
-                     "max_logit_err_rel_rms": rel, "greedy_tokens_agree": f"{same}/{len(tokens)}"})
     out(f"{os.path.basename(path)}: {cfg.layers} layers, hidden {cfg.hidden}, FFN {cfg.ffn}, "
         f"{cfg.heads}/{cfg.kv_heads} heads, vocab {cfg.vocab}")
     out(f"{backend} ({device_name(backend)}), {dtype} activations; prompt {prompt_tokens} tokens, "
         f"{decode_tokens} decode steps")
     out(f"{'impl':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'ms/token':>9}  logits beside braze's")
-    for r in rows:
-        extra = (f"max |diff| {r['max_logit_err_rel_rms']:.2%} of rms, same greedy token {r['greedy_tokens_agree']}"
-                 if "max_logit_err_rel_rms" in r else "")
-        out(f"{r['impl']:<10} {r['prefill_tok_s']:>14.1f} {r['decode_tok_s']:>13.2f} "
-            f"{1e3 / r['decode_tok_s']:>9.2f}  {extra}")
-    if not use_llama:
-        out("llama.cpp: left out by --peers" if peers is not None and "llama.cpp" not in peers
-            else "llama.cpp: not run (pip install llama-cpp-python to compare)")
+    _row(rows[0], out)  # before llama.cpp runs: a failure there keeps braze's figures
+    if peers is not None and "llama.cpp" not in peers:
+        out("llama.cpp: left out by --peers")
+    elif not llama_cpp_available():
+        out("llama.cpp: not run (pip install llama-cpp-python to compare)")
+    else:
+        theirs, lt = run_llama_cpp(path, device, threads, prompt, tokens)
+        rel, same = _agreement(logits, theirs, tokens)
+        rows.append({"impl": "llama.cpp", "prefill_tok_s": prompt_tokens / lt[0], "decode_tok_s": _rate(lt[1:]),
+                     "prefill_s": lt[0], "decode_step_s": lt[1:],
+                     "max_logit_err_rel_rms": rel, "greedy_tokens_agree": f"{same}/{len(tokens)}"})
+        _row(rows[1], out)
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"model": os.path.abspath(path), "config": cfg.__dict__, "backend": backend, "dtype": dtype,
