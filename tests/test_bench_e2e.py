@@ -47,16 +47,37 @@ def test_random_file_decodes_like_its_dequantized_weights(tiny):
             np.testing.assert_array_equal(np.asarray(quant.dequantize(ours[t.name])), want)
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_fused_projections_change_nothing(tiny, exact):
+    """q / k / v and gate / up of one format fused into one matrix each (the default) give
+    the same logits, bit for bit, as one matmul per GGUF tensor: every output element is
+    the same dot product (the int8 activations of x are per row, not per matrix)."""
+    from braze import quant
+    fused, apart = gguf_decode.load_model(str(tiny)), gguf_decode.load_model(str(tiny), fuse=False)
+    # tiny: q4_K everywhere but layer 1's attn_v (q6_K, Q4_K_M's last eighth)
+    assert [len(layer.qkv) for layer in fused.layers] == [1, 2] and all(len(x.gate_up) == 1 for x in fused.layers)
+    assert [len(layer.qkv) for layer in apart.layers] == [3, 3]
+    prompt = e2e._prompt(fused.config.vocab, 6, 3)
+    quant.set_int8_activations(not exact)
+    try:
+        a, ta = gguf_decode.generate(fused, prompt, 4)
+        b, tb = gguf_decode.generate(apart, prompt, 4)
+    finally:
+        quant.set_int8_activations(True)
+    assert a.tobytes() == b.tobytes() and ta == tb
+
+
 def test_e2e_command(tiny, tmp_path, capsys):
     out = tmp_path / "e2e.json"
     assert cli.main(["bench", "--e2e", str(tiny), "--prompt-tokens", "8", "--decode-tokens", "4",
-                     "--peers", "none", "--threads", "1", "--json", str(out)]) == 0
+                     "--peers", "none", "--threads", "1", "--rounds", "2", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "braze" in text and "decode tok/s" in text and "left out by --peers" in text
     report = json.loads(out.read_text())
     assert report["threads"] == 1 and report["prompt_tokens"] == 8 and report["config"]["layers"] == 2
     row = report["rows"][0]
-    assert row["impl"] == "braze" and len(row["decode_step_s"]) == 4 and row["decode_tok_s"] > 0
+    assert row["impl"] == "braze" and row["decode_tok_s"] > 0 and len(row["decode_tok_s_rounds"]) == 2
+    assert [len(r) for r in row["decode_step_s"]] == [4, 4] and len(row["prefill_s"]) == 2
     # the timed run is the example's greedy decode of the same prompt
     prompt = e2e._prompt(report["config"]["vocab"], 8, 0)
     _, tokens = gguf_decode.generate(str(tiny), prompt, 5)
@@ -69,6 +90,7 @@ def test_e2e_command(tiny, tmp_path, capsys):
     (["--e2e", "/nonexistent.gguf"], "is not a file"),
     (["--prompt-tokens", "2"], "--prompt-tokens must be >= 4"),
     (["--threads", "0"], "--threads must be >= 1"),
+    (["--rounds", "0"], "--rounds must be >= 1"),
 ])
 def test_e2e_errors(tiny, capsys, argv, message):
     base = ["bench", "--e2e", str(tiny), "--peers", "none"]
@@ -80,6 +102,6 @@ def test_e2e_errors(tiny, capsys, argv, message):
 def test_llama_cpp_reads_the_file_and_agrees(tiny):
     """llama.cpp on the same file, fed the same tokens: its logits are braze's up to the
     int8 rounding of the activations on both sides (measured below 5% of rms on the tiny model)."""
-    rows = e2e.run(str(tiny), prompt_tokens=8, decode_tokens=4, threads=1, out=lambda *a: None)
+    rows = e2e.run(str(tiny), prompt_tokens=8, decode_tokens=4, threads=1, rounds=1, out=lambda *a: None)
     assert rows[1]["impl"] == "llama.cpp"
     assert rows[1]["max_logit_err_rel_rms"] < 0.1

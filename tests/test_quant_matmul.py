@@ -84,14 +84,26 @@ def test_each_row_of_a_gemv_batch_is_the_one_row_product(fmt, dtype):
         assert got.tobytes() == singles[:m].tobytes(), m
 
 
-def test_gemm_agrees_with_gemv():
+def test_many_rows_are_slabs_of_the_gemv():
+    """With int8 activations (the default) more than 16 rows run the GEMV kernel in
+    slabs of 16 rows: each row's result is bit-identical to the row alone. With them
+    off, the f32 GEMM: within the int8 bound of that, and to f32 rounding of f64."""
     rng = np.random.default_rng(6)
     qw = quant.QuantizedTensor("q4_K", (40, 768), weight("q4_K", 40, 768, "float32", rng)[0])
     x = rng.standard_normal((48, 768)).astype(np.float32)
-    gemm = quant.matmul(x, qw)  # 48 rows: the GEMM path
-    gemv = np.concatenate([quant.matmul(x[i:i + 16], qw) for i in range(0, 48, 16)])
-    # the GEMM keeps f32 x, the GEMV quantizes it to int8 (docs/quant.md)
-    close(gemm, gemv, "float32", 768, int8_x_bound(x, quant.dequantize(qw), 256))
+    rows = quant.matmul(x, qw)
+    singles = np.concatenate([quant.matmul(x[i:i + 1], qw) for i in range(48)])
+    assert rows.tobytes() == singles.tobytes()
+    assert quant.matmul(x[:17], qw).tobytes() == singles[:17].tobytes()
+    quant.set_int8_activations(False)
+    try:
+        gemm = quant.matmul(x, qw)
+    finally:
+        quant.set_int8_activations(True)
+    w = quant.dequantize(qw).astype(np.float64)
+    close(gemm, x.astype(np.float64) @ w.T, "float32", 768)
+    close(gemm, rows, "float32", 768, int8_x_bound(x, w, 256))
+    assert not np.array_equal(gemm, rows)  # the two paths are different roundings
 
 
 @pytest.mark.parametrize("m", [2, 24])

@@ -74,7 +74,7 @@ NB_MODULE(_cpu, m) {
   m.def("quant_int8_activations", &cpu::quant_int8_activations,
         "Whether quant.matmul's GEMV quantizes x to int8 for the GGML formats (docs/quant.md).");
   m.def("set_quant_int8_activations", &cpu::set_quant_int8_activations, nb::arg("on"),
-        "False runs every format's GEMV with exact float32 x (the GEMM always does).");
+        "False runs every format's matmul with exact float32 x (rows past 16: the f32 GEMM).");
   // The copy ceiling of `braze bench`: the pool's threads each memcpy one slice.
   m.def("copy", [](bind::Array src, nb::ndarray<> dst) {
     size_t n = src.nbytes();

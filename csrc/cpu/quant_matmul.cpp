@@ -462,13 +462,28 @@ template <class D> void run_split(const quant::MatmulArgs& a) {
 
 #include "cpu/quant_dot.h"
 
+// The int8-activation path for any M, as llama.cpp's CPU backend does: x in slabs
+// of up to kGemvRows rows, each through the GEMV kernel (each row's result is
+// the same as alone). False where the format keeps f32 x (decided before any write).
+template <class D> bool matmul_int8_rows(const quant::MatmulArgs& a) {
+  if (a.m <= kGemvRows) return matmul_int8<D>(a);
+  for (int64_t i0 = 0; i0 < a.m; i0 += kGemvRows) {
+    quant::MatmulArgs s = a;
+    s.m = std::min(kGemvRows, a.m - i0);
+    s.x = static_cast<const typename D::T*>(a.x) + i0 * a.x_stride;
+    s.out = static_cast<typename D::T*>(a.out) + i0 * a.out_stride;
+    if (!matmul_int8<D>(s)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void matmul_run(const quant::MatmulArgs& a) {
   with_float_dtype(a.dtype, [&](auto d) {
     using D = decltype(d);
     if (a.dense) return run_with<DenseDec<D>, D>(a, {a.w});
-    if (a.m > 0 && a.m <= kGemvRows && a.w.rows > 0 && quant_int8_activations() && matmul_int8<D>(a)) return;
+    if (a.m > 0 && a.w.rows > 0 && quant_int8_activations() && matmul_int8_rows<D>(a)) return;
     if (a.w.format == QFormat::q8_0) return run_with<Block32Dec<QFormat::q8_0>, D>(a, {a.w});
     if (a.w.format == QFormat::q4_0) return run_with<Block32Dec<QFormat::q4_0>, D>(a, {a.w});
     if (a.w.format == QFormat::q4_1) return run_with<Block32Dec<QFormat::q4_1>, D>(a, {a.w});

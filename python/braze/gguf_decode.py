@@ -159,10 +159,21 @@ class Placement:
         """A float weight (norm gains, embedding tables) in the activation dtype."""
         return self.put(a, self.dtype)
 
+    def concat(self, arrays):
+        """Arrays of this placement joined along axis 0 (a new array)."""
+        if self.torch is None:
+            return np.concatenate(arrays)
+        return self.torch.cat(arrays)
+
     def zeros(self, shape):
         if self.torch is None:
             return np.zeros(shape, self.dtype)
         return self.torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    def empty(self, shape):
+        if self.torch is None:
+            return np.empty(shape, self.dtype)
+        return self.torch.empty(shape, dtype=self.dtype, device=self.device)
 
     def int32(self, values):
         a = np.asarray(values, np.int32)
@@ -188,6 +199,11 @@ class Layer:
     ffn_gate: object
     ffn_up: object
     ffn_down: object
+    # The fused projections: ``[(weight, first output column), ...]`` covering
+    # ``[q | k | v]`` and ``[gate | up]``; neighbours of one format share one matrix
+    # (their rows concatenated), so a step runs fewer, larger matmuls.
+    qkv: list = None
+    gate_up: list = None
 
 
 @dataclass
@@ -222,10 +238,45 @@ def _vector(place: Placement, t, name: str, n: int, path: str):
     return place.float(t)
 
 
-def load_model(path: "str | os.PathLike", *, device: str = "cpu", dtype: str = "float32") -> Model:
+def _fusable(a, b) -> bool:
+    """Whether two [N, K] weights can be one matrix of their rows: float arrays of one
+    dtype, or GGUF block formats (a row is whole blocks, no side arrays) of one format."""
+    if isinstance(a, quant.QuantizedTensor) != isinstance(b, quant.QuantizedTensor):
+        return False
+    if isinstance(a, quant.QuantizedTensor):
+        return a.format == b.format and a.scales is None and b.scales is None and a.shape[1] == b.shape[1]
+    return a.dtype == b.dtype and a.shape[1] == b.shape[1]
+
+
+def _fuse(place: Placement, weights) -> list:
+    """``[(weight, first output column)]``: runs of fusable neighbours concatenated by rows."""
+    runs, col = [], 0
+    for w in weights:
+        if runs and _fusable(runs[-1][-1], w):
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+    out = []
+    for run in runs:
+        if len(run) == 1:
+            w = run[0]
+        elif isinstance(run[0], quant.QuantizedTensor):
+            data = place.concat([r.data for r in run])
+            w = quant.QuantizedTensor(run[0].format, (sum(r.shape[0] for r in run), run[0].shape[1]), data)
+        else:
+            w = place.concat(run)
+        out.append((w, col))
+        col += sum(int(r.shape[0]) for r in run)
+    return out
+
+
+def load_model(path: "str | os.PathLike", *, device: str = "cpu", dtype: str = "float32",
+               fuse: bool = True) -> Model:
     """Reads a llama-architecture GGUF file: its metadata and every tensor (memory
     mapped; quantized ones stay in their GGUF blocks). ``device`` cpu (numpy), cuda
-    or mps (torch); ``dtype`` of the activations and KV cache."""
+    or mps (torch); ``dtype`` of the activations and KV cache. ``fuse``: q / k / v and
+    gate / up of one format become one matrix each (a copy of those weights out of
+    the memory map); False keeps every projection a view of the file."""
     from gguf import GGUFReader
 
     path = os.fspath(path)
@@ -256,7 +307,12 @@ def load_model(path: "str | os.PathLike", *, device: str = "cpu", dtype: str = "
                 w[part] = _vector(place, get(name), name, h, path)
             else:
                 w[part] = _matrix(place, get(name), name, shapes[part], path)
-        layers.append(Layer(**w))
+        layer = Layer(**w)
+        group = (lambda ws: _fuse(place, ws)) if fuse else (lambda ws: [(x, sum(int(v.shape[0]) for v in ws[:i]))
+                                                                       for i, x in enumerate(ws)])
+        layer.qkv = group([layer.attn_q, layer.attn_k, layer.attn_v])
+        layer.gate_up = group([layer.ffn_gate, layer.ffn_up])
+        layers.append(layer)
     token_embd = _matrix(place, emb, "token_embd.weight", (vocab, h), path)
     out_t = tensors.get("output.weight")  # absent: tied to the embedding (llama.cpp's rule)
     output = token_embd if out_t is None else _matrix(place, out_t, "output.weight", (vocab, h), path)
@@ -312,9 +368,11 @@ def attention_block(model: Model, layer: Layer, index: int, y, positions, cache:
     their keys and values appended to the cache; returns ``[T, H]`` (before the residual)."""
     cfg = model.config
     n = int(y.shape[0])
-    q = quant.matmul(y, layer.attn_q).reshape(n, cfg.heads, cfg.head_dim)
-    k = quant.matmul(y, layer.attn_k).reshape(n, cfg.kv_heads, cfg.head_dim)
-    v = quant.matmul(y, layer.attn_v).reshape(n, cfg.kv_heads, cfg.head_dim)
+    qd, kd = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    qkv = _project(model, y, layer.qkv, qd + 2 * kd)  # [T, q | k | v]
+    q = qkv[:, :qd].reshape(n, cfg.heads, cfg.head_dim)  # views: rows strided by the row of qkv
+    k = qkv[:, qd:qd + kd].reshape(n, cfg.kv_heads, cfg.head_dim)
+    v = qkv[:, qd + kd:].reshape(n, cfg.kv_heads, cfg.head_dim)
     # GGUF's llama rows are permuted for llama.cpp's rope: consecutive pairs (2i, 2i + 1)
     rope.rope_qk(q, k, positions, inv_freq=model.inv_freq, rotary_dim=cfg.rotary_dim, interleaved=True,
                  q_out=q, k_out=k)
@@ -330,11 +388,19 @@ def attention_block(model: Model, layer: Layer, index: int, y, positions, cache:
 
 def mlp_block(model: Model, layer: Layer, y):
     """The gated MLP ``down(silu(gate y) * up y)`` of ``y[T, H]``."""
-    n, f = int(y.shape[0]), model.config.ffn
-    gate_up = model.place.zeros((n, 2 * f))  # [gate | up], silu_and_mul's layout
-    quant.matmul(y, layer.ffn_gate, out=gate_up[:, :f])
-    quant.matmul(y, layer.ffn_up, out=gate_up[:, f:])
+    gate_up = _project(model, y, layer.gate_up, 2 * model.config.ffn)  # [gate | up], silu_and_mul's layout
     return quant.matmul(ops.silu_and_mul(gate_up), layer.ffn_down)
+
+
+def _project(model: Model, y, parts, width: int):
+    """``y[T, H]`` times the fused projections ``parts`` side by side: ``[T, width]``,
+    each matmul writing its columns of one buffer (``out=`` takes the strided slice)."""
+    if len(parts) == 1:
+        return quant.matmul(y, parts[0][0])
+    out = model.place.empty((int(y.shape[0]), width))
+    for w, col in parts:
+        quant.matmul(y, w, out=out[:, col:col + int(w.shape[0])])
+    return out
 
 
 def forward(model: Model, ids, cache: PagedKVCache):

@@ -7,7 +7,11 @@ is finished; the same on both sides):
 - prefill: one forward pass over the prompt (``prompt`` random token ids), its
   last position's logits;
 - decode: ``decode`` single-token steps after it, each fed the previous step's
-  greedy token. tokens/s = 1 / median step time.
+  greedy token. tokens/s = 1 / median step time, over every step of every round;
+  the table also gives the range of the rounds' own rates.
+
+The two sides alternate, ``rounds`` times (default 3), so that a neighbour's
+load on a shared machine falls on both.
 
 Before timing, each side runs the same prompt and 2 decode steps once: that
 touches every weight page of the memory map, loads kernels and lets llama.cpp
@@ -78,8 +82,9 @@ def _agreement(ours, theirs, tokens):
 def _row(r, out):
     extra = (f"max |diff| {r['max_logit_err_rel_rms']:.2%} of rms, same greedy token {r['greedy_tokens_agree']}"
              if "max_logit_err_rel_rms" in r else "")
-    out(f"{r['impl']:<10} {r['prefill_tok_s']:>14.1f} {r['decode_tok_s']:>13.2f} {1e3 / r['decode_tok_s']:>9.2f}  "
-        f"{extra}")
+    spread = f"{min(r['decode_tok_s_rounds']):.1f}-{max(r['decode_tok_s_rounds']):.1f}"
+    out(f"{r['impl']:<10} {r['prefill_tok_s']:>14.1f} {r['decode_tok_s']:>13.2f} {1e3 / r['decode_tok_s']:>9.2f} "
+        f"{spread:>13}  {extra}")
 
 
 def _prompt(vocab, n, seed):
@@ -99,16 +104,30 @@ def _threads(n):
     return _cpu.num_threads()
 
 
-def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32, threads=None,
+def _summary(impl, rounds, prompt_tokens):
+    """A row from the rounds' step times (each round: prefill, then the decode steps):
+    prefill from the median round, decode from the median of every step of every round."""
+    prefill = statistics.median(r[0] for r in rounds)
+    steps = [t for r in rounds for t in r[1:]]
+    per_round = [_rate(r[1:]) for r in rounds]
+    return {"impl": impl, "prefill_tok_s": prompt_tokens / prefill, "decode_tok_s": _rate(steps),
+            "decode_tok_s_rounds": per_round, "prefill_s": [r[0] for r in rounds],
+            "decode_step_s": [list(r[1:]) for r in rounds]}
+
+
+def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32, threads=None, rounds=3,
         peers=None, json_path: Optional[str] = None, seed=0, out=print):
     """Times braze (and llama.cpp where installed and not left out of ``peers``) on
-    the GGUF file ``path``; prints the table and returns its rows."""
+    the GGUF file ``path``, ``rounds`` times each, alternating (a neighbour's load on
+    a shared machine then falls on both); prints the table and returns its rows."""
     from .harness import commit, device_name
 
     if not os.path.isfile(path):
         raise ValueError(f"--e2e: {path!r} is not a file")
     if prompt_tokens < WARMUP_PROMPT or decode_tokens < WARMUP_STEPS:
         raise ValueError(f"--prompt-tokens must be >= {WARMUP_PROMPT} and --decode-tokens >= {WARMUP_STEPS}")
+    if rounds < 1:
+        raise ValueError(f"--rounds must be >= 1, got {rounds}")
     if backend not in ("cpu", "cuda", "metal"):
         raise ValueError(f"--backend must be cpu, cuda or metal for --e2e, got {backend!r}")
     device = {"metal": "mps"}.get(backend, backend)
@@ -118,30 +137,43 @@ def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32,
     cfg = model.config
     prompt = _prompt(cfg.vocab, prompt_tokens, seed)
     gguf_decode.generate(model, prompt, WARMUP_STEPS)
-    times = []
-    logits, tokens = gguf_decode.generate(model, prompt, decode_tokens + 1, timings=times)
-    rows = [{"impl": "braze", "prefill_tok_s": prompt_tokens / times[0], "decode_tok_s": _rate(times[1:]),
-             "prefill_s": times[0], "decode_step_s": times[1:]}]
+    if peers is not None and "llama.cpp" not in peers:
+        peer_note = "llama.cpp: left out by --peers"
+    elif not llama_cpp_available():
+        peer_note = "llama.cpp: not run (pip install llama-cpp-python to compare)"
+    else:
+        peer_note = None
+    ours, theirs, logits, tokens, their_logits, failure = [], [], None, None, None, None
+    for _ in range(rounds):
+        times = []
+        logits, tokens = gguf_decode.generate(model, prompt, decode_tokens + 1, timings=times)
+        ours.append(times)
+        if peer_note is None and failure is None:
+            try:
+                their_logits, lt = run_llama_cpp(path, device, threads, prompt, tokens)
+                theirs.append(lt)
+            except RuntimeError as e:  # braze's figures still print; the failure is raised after
+                failure = e
+    rows = [_summary("braze", ours, prompt_tokens)]
+    if theirs:
+        rel, same = _agreement(logits, their_logits, tokens)
+        rows.append(dict(_summary("llama.cpp", theirs, prompt_tokens), max_logit_err_rel_rms=rel,
+                         greedy_tokens_agree=f"{same}/{len(tokens)}"))
     out(f"{os.path.basename(path)}: {cfg.layers} layers, hidden {cfg.hidden}, FFN {cfg.ffn}, "
         f"{cfg.heads}/{cfg.kv_heads} heads, vocab {cfg.vocab}")
     out(f"{backend} ({device_name(backend)}), {dtype} activations; prompt {prompt_tokens} tokens, "
-        f"{decode_tokens} decode steps")
-    out(f"{'impl':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'ms/token':>9}  logits beside braze's")
-    _row(rows[0], out)  # before llama.cpp runs: a failure there keeps braze's figures
-    if peers is not None and "llama.cpp" not in peers:
-        out("llama.cpp: left out by --peers")
-    elif not llama_cpp_available():
-        out("llama.cpp: not run (pip install llama-cpp-python to compare)")
-    else:
-        theirs, lt = run_llama_cpp(path, device, threads, prompt, tokens)
-        rel, same = _agreement(logits, theirs, tokens)
-        rows.append({"impl": "llama.cpp", "prefill_tok_s": prompt_tokens / lt[0], "decode_tok_s": _rate(lt[1:]),
-                     "prefill_s": lt[0], "decode_step_s": lt[1:],
-                     "max_logit_err_rel_rms": rel, "greedy_tokens_agree": f"{same}/{len(tokens)}"})
-        _row(rows[1], out)
+        f"{decode_tokens} decode steps, {rounds} rounds")
+    out(f"{'impl':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'ms/token':>9} {'rounds':>13}  logits beside braze's")
+    for r in rows:
+        _row(r, out)
+    if peer_note:
+        out(peer_note)
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"model": os.path.abspath(path), "config": cfg.__dict__, "backend": backend, "dtype": dtype,
                        "threads": threads, "prompt_tokens": prompt_tokens, "decode_tokens": decode_tokens,
-                       "device": device_name(backend), "commit": commit(), "rows": rows}, f, indent=1)
+                       "rounds": rounds, "device": device_name(backend), "commit": commit(), "rows": rows},
+                      f, indent=1)
+    if failure is not None:
+        raise failure
     return rows

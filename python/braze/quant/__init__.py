@@ -38,7 +38,7 @@ _OUT_DTYPES = ("float32", "float16", "bfloat16")
 
 
 def int8_activations() -> bool:
-    """Whether the CPU GEMV (``matmul`` with x [M, K], 1 <= M <= 16, float32 / float16 / bfloat16)
+    """Whether the CPU ``matmul`` (x [M, K] float32 / float16 / bfloat16, any M)
     quantizes x to int8 per block for the formats where ggml does (the legacy and K-quant GGUF
     formats, iq4_nl / iq4_xs, mxfp4_gguf): True by default (``set_int8_activations``)."""
     from .. import _cpu
@@ -47,11 +47,11 @@ def int8_activations() -> bool:
 
 
 def set_int8_activations(on: bool) -> None:
-    """CPU GEMV activations (``matmul`` with x [M, K], 1 <= M <= 16, float32 / float16 / bfloat16),
+    """CPU ``matmul`` activations (x [M, K] float32 / float16 / bfloat16, any M),
     for the whole process: True (the default) quantizes x per block to int8 and uses integer dot
     products, as ggml does (its rounding moves a product by at most
     max|x_blk| / 254 * sum|W| per block; docs/quant.md); False keeps x in float32, exact to f32
-    rounding as on CUDA and Metal, at a lower speed. CUDA and Metal always use float x."""
+    rounding as on CUDA and Metal, at a lower speed (above 16 rows, the f32 GEMM). CUDA and Metal always use float x."""
     if not isinstance(on, bool):
         raise TypeError(f"on must be a bool, got {type(on).__name__}")
     from .. import _cpu
@@ -147,7 +147,8 @@ def matmul(x: "Array", qw: "QuantizedTensor | Array", *, bias: "Optional[Array]"
     float32 / float16 / bfloat16, ``W [N, K]`` a QuantizedTensor of any format (read
     packed: never dequantized to memory) or a plain float array of x's dtype. Returns
     ``[..., N]`` of x's dtype: float32 accumulation, ``bias [N]`` (x's dtype) added in
-    float32, one rounding. 1-16 rows take a GEMV path, more a GEMM path. ``out``: an
+    float32, one rounding. On the CPU, by default (``int8_activations``) x is quantized to
+    int8 blocks for the GGML formats, as llama.cpp does. ``out``: an
     array of that shape and dtype (written and returned)."""
     if isinstance(qw, QuantizedTensor):
         fmt, (n, k) = qw.format, qw.shape

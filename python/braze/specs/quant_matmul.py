@@ -11,7 +11,7 @@ Tolerance: the float64 reference rounds once; the kernels sum in float32, so
 their error grows like sqrt(K) * |x| * |W| ulp(f32): testing.compare's
 ``atol * max(1, rms(ref))`` term is exactly that scale (rms of a random dot
 product is sqrt(K) * rms(x) * rms(W)). Half-precision outputs add one rounding
-(rtol). The CPU GEMV's int8 activations (INT8_X) add at most ``int8_x_bound`` (err_bound).
+(rtol). The CPU's int8 activations (INT8_X) add at most ``int8_x_bound`` (err_bound).
 See docs/quant.md.
 
 Bench shapes: an 8B model's MLP down projection, N x K = 4096 x 14336, at M = 1
@@ -84,11 +84,11 @@ def matmul_reference(x, data, scales=None, biases=None, tensor_scale=None, *, fo
     return ref.matmul(x, data, scales, biases, tensor_scale, bias, format=format, group_size=group_size)
 
 
-# The CPU GEMV (1-16 rows) quantizes x to int8 for these formats, in blocks of this many
-# elements (csrc/cpu/quant_dot.h; docs/quant.md), as ggml's CPU kernels do; the GEMM keeps f32 x.
+# The CPU quantizes x to int8 for these formats (any number of rows: the GEMV kernel
+# in slabs of 16 rows), in blocks of this many elements (csrc/cpu/quant_dot.h;
+# docs/quant.md), as ggml's CPU kernels do; with the switch off, f32 x.
 INT8_X = {"q8_0": 32, "q4_0": 32, "q4_1": 32, "q5_0": 32, "q5_1": 32, "iq4_nl": 32, "mxfp4_gguf": 32,
           "q2_K": 256, "q3_K": 256, "q4_K": 256, "q5_K": 256, "q6_K": 256, "iq4_xs": 256}
-GEMV_ROWS = 16
 
 
 def int8_x_bound(x, w, xb):
@@ -103,8 +103,8 @@ def int8_x_bound(x, w, xb):
 
 
 def int8_x_active(fmt, m, backend="cpu"):
-    """Whether ``m`` rows of ``fmt`` take the CPU's int8-activation GEMV now."""
-    if backend != "cpu" or fmt not in INT8_X or not 0 < m <= GEMV_ROWS:
+    """Whether ``m`` rows of ``fmt`` take the CPU's int8-activation kernel now."""
+    if backend != "cpu" or fmt not in INT8_X or m <= 0:
         return False
     from .. import _cpu
 
