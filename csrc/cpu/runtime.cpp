@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -104,8 +105,36 @@ struct InTask {
   ~InTask() { tls_in_task = saved; }
 };
 
-// Workers sleep on a condition variable between jobs; a job hands out task
-// indices through one atomic counter, and the caller works too.
+// Spins `pred` for up to spin_us() microseconds; false if it never held. A pool
+// thread that sleeps on a condition variable needs a wake-up from the kernel
+// (tens of microseconds on a virtual machine's idle vCPU), which costs more than
+// a decode-sized op; spinning a while first, as OpenMP runtimes and llama.cpp's
+// thread pool do, hands the next job over in well under a microsecond.
+int64_t spin_us() {
+  static const int64_t us = [] {
+    const char* env = std::getenv("BRAZE_SPIN_US");
+    return env ? std::max<int64_t>(0, std::atoll(env)) : int64_t(100);
+  }();
+  return us;
+}
+
+template <class Pred> bool spin_until(const Pred& pred) {
+  const int64_t us = spin_us();
+  if (us == 0) return pred();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (int i = 1;; ++i) {
+    if (pred()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return pred();
+  }
+}
+
+// Workers spin, then sleep on a condition variable, between jobs; a job hands
+// out task indices through one atomic counter, and the caller works too. The
+// job's fields are written before generation_ is bumped (release), and a worker
+// reads them after it sees the new generation (acquire).
 class Pool {
  public:
   explicit Pool(int n) { resize(n); }
@@ -118,8 +147,9 @@ class Pool {
   void resize(int n) {
     std::lock_guard<std::mutex> one_job(job_mutex_);
     stop();
-    quit_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
+    quit_.store(false);
+    const uint64_t g = generation_.load();
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, g] { loop(i, g); });
   }
 
   void run(int64_t tasks, const std::function<void(int64_t, int)>& fn) {
@@ -129,19 +159,22 @@ class Pool {
       fn_ = &fn;
       tasks_ = tasks;
       next_.store(0);
-      active_ = int(workers_.size());
+      active_.store(int(workers_.size()));
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
     {
       InTask in;
       work(0);
     }
+    if (!spin_until([this] { return active_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lk(m_);
+      done_cv_.wait(lk, [this] { return active_.load(std::memory_order_acquire) == 0; });
+    }
     std::exception_ptr err;
     {
-      std::unique_lock<std::mutex> lk(m_);
-      done_cv_.wait(lk, [this] { return active_ == 0; });
+      std::lock_guard<std::mutex> lk(m_);
       fn_ = nullptr;
       std::swap(err, error_);
     }
@@ -166,22 +199,28 @@ class Pool {
   void loop(int worker, uint64_t seen) {
     tls_in_task = true;
     for (;;) {
-      {
+      const auto ready = [&] { return quit_.load(std::memory_order_acquire) ||
+                                      generation_.load(std::memory_order_acquire) != seen; };
+      if (!spin_until(ready)) {
         std::unique_lock<std::mutex> lk(m_);
-        cv_.wait(lk, [&] { return quit_ || generation_ != seen; });
-        if (quit_) return;
-        seen = generation_;
+        cv_.wait(lk, ready);
       }
+      if (quit_.load(std::memory_order_acquire)) return;
+      seen = generation_.load(std::memory_order_acquire);
       work(worker);
-      std::lock_guard<std::mutex> lk(m_);
-      if (--active_ == 0) done_cv_.notify_one();
+      // the last one out tells a caller that may be asleep (under m_: it cannot
+      // miss the notification between checking active_ and waiting)
+      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lk(m_);
+        done_cv_.notify_one();
+      }
     }
   }
 
   void stop() {
     {
       std::lock_guard<std::mutex> lk(m_);
-      quit_ = true;
+      quit_.store(true);
     }
     cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -194,9 +233,9 @@ class Pool {
   const std::function<void(int64_t, int)>* fn_ = nullptr;
   int64_t tasks_ = 0;
   std::atomic<int64_t> next_{0};
-  int active_ = 0;
-  uint64_t generation_ = 0;
-  bool quit_ = false;
+  std::atomic<int> active_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> quit_{false};
   std::exception_ptr error_;
 };
 
