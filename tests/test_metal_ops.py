@@ -27,6 +27,7 @@ DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": BF16
 RTOL = {"f32": 2e-6, "f16": 1e-3, "bf16": 8e-3}  # output rounding (f32: the kernels' f32 math)
 
 ACT_PARAMS = np.dtype([("rows", "<u4"), ("cols", "<u4"), ("x_stride", "<u4"), ("y_stride", "<u4"),
+                       ("dy_stride", "<u4"),  # the VJP kernels only
                        ("flags", "<u4"), ("alpha", "<f4"), ("limit", "<f4")])
 EMB_PARAMS = np.dtype([(f, "<u4") for f in ("tokens", "vocab", "dim", "ids_stride", "table_stride", "y_stride")])
 HAD_PARAMS = np.dtype([(f, "<u4") for f in ("rows", "n", "lane_bits", "simd_bits", "x_stride", "y_stride")]
