@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# braze bench --e2e on a GPU machine beside llama.cpp built there with CUDA.
+# Nothing can be downloaded there, so the llama-cpp-python sdist travels with the
+# tree, stripped to about 9 MB (here: pip download --no-deps --no-binary :all:
+# llama-cpp-python==0.3.36, unpack, delete .git, vendor/llama.cpp/{.git,models,
+# docs,benches,tests,examples,media,tools/server} and the sycl / vulkan / opencl /
+# cann / hexagon backends, keep vendor/miniaudio: the vendor CMakeLists adds it;
+# tar czf into LCP). Two steps so that each fits a 10-minute call:
+#   LCP=_dev/lcp.tgz bash scripts/h200_e2e.sh build   # braze (sm_90) and llama.cpp (CUDA, sm_90) side by side, ~400 s on 16 cores
+#   OUT=dir bash scripts/h200_e2e.sh run              # the 1b random model, the e2e tests and benches (~2 min)
+# The llama.cpp peer runs in a process of its own that imports neither torch nor
+# braze: in the bench's process (after torch) its CUDA build crashed loading a model.
+set -u
+export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+R=$PWD; O=${OUT:-gpu-out}; mkdir -p "$O"
+case "${1:-}" in
+build)
+  ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  mkdir -p /tmp/lcp && tar xzf "${LCP:?the stripped sdist}" -C /tmp/lcp
+  t0=$(date +%s)
+  ( cd /tmp/lcp/llama_cpp_python-* && CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90-real -DLLAVA_BUILD=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL=10 python3 -m pip wheel --no-build-isolation --no-deps -w /tmp/lw . > /tmp/llama_build.log 2>&1
+    echo "llama rc $? $(( $(date +%s) - t0 )) s" > /tmp/llama_done ) &
+  CMAKE_ARGS="-DBRAZE_CUDA_ARCHS=90" CMAKE_BUILD_PARALLEL_LEVEL=8 python3 -m pip wheel --no-build-isolation --no-deps \
+    -Cbuild-dir=/tmp/bw -w /tmp/w . > /tmp/build.log 2>&1 || tail -30 /tmp/build.log
+  echo "braze build $(( $(date +%s) - t0 )) s"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/w/braze-*.whl
+  wait; cat /tmp/llama_done
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/lw/llama_cpp_python-*.whl ;;
+run)
+  cd /tmp
+  timeout 150 python3 -m braze.bench.gguf_random /tmp/m1b.gguf --shape 1b 2>/dev/null
+  timeout 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider "$R/tests/test_torch_ops.py" "$R/tests/test_ops.py" \
+    "$R/tests/test_gguf_decode.py" > "$O/pytest_cuda.log" 2>&1; echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")"
+  timeout 90 python3 -m pytest -q -p no:cacheprovider "$R/tests/test_bench_e2e.py" > "$O/pytest_e2e.log" 2>&1
+  echo "pytest e2e rc $?: $(tail -1 "$O/pytest_e2e.log")"
+  for dt in bfloat16 float32; do
+    timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype $dt --prompt-tokens 512 \
+      --decode-tokens 64 --json "$O/e2e_cuda_$dt.json"
+  done ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
