@@ -20,6 +20,8 @@ def tiny(tmp_path_factory):
 
 def test_random_file_layout(tiny):
     s = gguf_random.SHAPES["tiny"]
+    with pytest.raises(ValueError, match="shape must be one of"):
+        gguf_random.write(tiny.parent / "bad.gguf", "2b")
     r = gguf.GGUFReader(str(tiny), "r")
     assert r.fields["general.architecture"].contents() == "llama"
     assert r.fields["llama.block_count"].contents() == s.layers
@@ -69,8 +71,11 @@ def test_fused_projections_change_nothing(tiny, exact):
 
 def test_e2e_command(tiny, tmp_path, capsys):
     out = tmp_path / "e2e.json"
+    from braze import _cpu
+    threads = _cpu.num_threads()
     assert cli.main(["bench", "--e2e", str(tiny), "--prompt-tokens", "8", "--decode-tokens", "4",
                      "--peers", "none", "--threads", "1", "--rounds", "2", "--json", str(out)]) == 0
+    assert _cpu.num_threads() == threads  # --threads held for the run only
     text = capsys.readouterr().out
     assert "braze" in text and "decode tok/s" in text and "left out by --peers" in text
     report = json.loads(out.read_text())

@@ -248,11 +248,12 @@ def _fusable(a, b) -> bool:
     return a.dtype == b.dtype and a.shape[1] == b.shape[1]
 
 
-def _fuse(place: Placement, weights) -> list:
-    """``[(weight, first output column)]``: runs of fusable neighbours concatenated by rows."""
+def _fuse(place: Placement, weights, fuse: bool = True) -> list:
+    """``[(weight, first output column)]``: runs of fusable neighbours concatenated by
+    rows (with ``fuse`` False, every weight on its own)."""
     runs, col = [], 0
     for w in weights:
-        if runs and _fusable(runs[-1][-1], w):
+        if fuse and runs and _fusable(runs[-1][-1], w):
             runs[-1].append(w)
         else:
             runs.append([w])
@@ -308,10 +309,8 @@ def load_model(path: "str | os.PathLike", *, device: str = "cpu", dtype: str = "
             else:
                 w[part] = _matrix(place, get(name), name, shapes[part], path)
         layer = Layer(**w)
-        group = (lambda ws: _fuse(place, ws)) if fuse else (lambda ws: [(x, sum(int(v.shape[0]) for v in ws[:i]))
-                                                                       for i, x in enumerate(ws)])
-        layer.qkv = group([layer.attn_q, layer.attn_k, layer.attn_v])
-        layer.gate_up = group([layer.ffn_gate, layer.ffn_up])
+        layer.qkv = _fuse(place, [layer.attn_q, layer.attn_k, layer.attn_v], fuse)
+        layer.gate_up = _fuse(place, [layer.ffn_gate, layer.ffn_up], fuse)
         layers.append(layer)
     token_embd = _matrix(place, emb, "token_embd.weight", (vocab, h), path)
     out_t = tensors.get("output.weight")  # absent: tied to the embedding (llama.cpp's rule)

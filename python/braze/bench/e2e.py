@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from .. import gguf_decode
+from .. import _cpu, gguf_decode
 from . import llama_peer
 
 WARMUP_PROMPT, WARMUP_STEPS = 4, 2  # the shortest run allowed; the warm-up's decode steps
@@ -54,8 +54,9 @@ def llama_cpp_available() -> bool:
 
 def run_llama_cpp(path, device, threads, prompt, tokens):
     """llama.cpp on the same file in a child process (``llama_peer``: its CUDA build
-    crashed on the H200 loading a model into a process that had imported torch), fed ``prompt`` then ``tokens[:-1]`` (braze's greedy
-    choices); returns its logits per step [len(tokens), V] and the step times."""
+    crashed on the H200 loading a model into a process that had imported torch), fed
+    ``prompt`` then ``tokens[:-1]`` (braze's greedy choices); returns its logits per
+    step [len(tokens), V] and the step times."""
     import subprocess
     import sys
     import tempfile
@@ -94,14 +95,6 @@ def _prompt(vocab, n, seed):
     return [int(t) for t in np.random.default_rng(seed).integers(lo, vocab, n)]
 
 
-def _threads(n):
-    from .. import _cpu
-
-    if n is not None:
-        if n < 1:
-            raise ValueError(f"--threads must be >= 1, got {n}")
-        _cpu.set_num_threads(n)
-    return _cpu.num_threads()
 
 
 def _summary(impl, rounds, prompt_tokens):
@@ -119,9 +112,8 @@ def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32,
         peers=None, json_path: Optional[str] = None, seed=0, out=print):
     """Times braze (and llama.cpp where installed and not left out of ``peers``) on
     the GGUF file ``path``, ``rounds`` times each, alternating (a neighbour's load on
-    a shared machine then falls on both); prints the table and returns its rows."""
-    from .harness import commit, device_name
-
+    a shared machine then falls on both); prints the table and returns its rows.
+    ``threads`` holds for this call only."""
     if not os.path.isfile(path):
         raise ValueError(f"--e2e: {path!r} is not a file")
     if prompt_tokens < WARMUP_PROMPT or decode_tokens < WARMUP_STEPS:
@@ -132,7 +124,22 @@ def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32,
         raise ValueError(f"--backend must be cpu, cuda or metal for --e2e, got {backend!r}")
     device = {"metal": "mps"}.get(backend, backend)
     dtype = dtype or {"cpu": "float32", "cuda": "bfloat16", "mps": "float16"}[device]
-    threads = _threads(threads)
+    if threads is not None and threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    before = _cpu.num_threads()
+    if threads is not None:
+        _cpu.set_num_threads(threads)  # for this run only: restored below
+    try:
+        return _run(path, backend, device, dtype, _cpu.num_threads(), prompt_tokens, decode_tokens, rounds, peers,
+                    json_path, seed, out)
+    finally:
+        if _cpu.num_threads() != before:
+            _cpu.set_num_threads(before)
+
+
+def _run(path, backend, device, dtype, threads, prompt_tokens, decode_tokens, rounds, peers, json_path, seed, out):
+    from .harness import commit, device_name
+
     model = gguf_decode.load_model(path, device=device, dtype=dtype)
     cfg = model.config
     prompt = _prompt(cfg.vocab, prompt_tokens, seed)

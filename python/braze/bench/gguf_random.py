@@ -22,28 +22,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
-
 import numpy as np
 
+from ..gguf_decode import Config
 
-@dataclass(frozen=True)
-class Shape:
-    vocab: int
-    hidden: int
-    layers: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    rope_base: float = 500000.0
-    eps: float = 1e-5
-    context: int = 8192
+
+def _shape(vocab, hidden, layers, ffn, heads, kv_heads, context=8192) -> Config:
+    """The file's hyper-parameters as the decoder reads them back (head_dim = hidden / heads)."""
+    return Config(vocab=vocab, hidden=hidden, layers=layers, ffn=ffn, heads=heads, kv_heads=kv_heads,
+                  head_dim=hidden // heads, rotary_dim=hidden // heads, eps=1e-5, rope_base=500000.0,
+                  rope_scaling=None, context=context)
 
 
 SHAPES = {
-    "tiny": Shape(vocab=512, hidden=256, layers=2, ffn=768, heads=4, kv_heads=2, context=1024),
-    "1b": Shape(vocab=128256, hidden=2048, layers=16, ffn=8192, heads=32, kv_heads=8),
-    "8b": Shape(vocab=128256, hidden=4096, layers=32, ffn=14336, heads=32, kv_heads=8),
+    "tiny": _shape(vocab=512, hidden=256, layers=2, ffn=768, heads=4, kv_heads=2, context=1024),
+    "1b": _shape(vocab=128256, hidden=2048, layers=16, ffn=8192, heads=32, kv_heads=8),
+    "8b": _shape(vocab=128256, hidden=4096, layers=32, ffn=14336, heads=32, kv_heads=8),
 }
 
 # GGML type ids (gguf.GGMLQuantizationType) and braze's names of the ones written here
@@ -75,9 +69,9 @@ def _vocabulary(n: int):
     return tokens[:n], types[:n]
 
 
-def _matrices(s: Shape):
+def _matrices(s: Config):
     """(name, [out, in]) of every matrix, file order."""
-    hd = s.hidden // s.heads
+    hd = s.head_dim
     yield "token_embd.weight", (s.vocab, s.hidden)
     for i in range(s.layers):
         p = f"blk.{i}."
@@ -91,13 +85,15 @@ def _matrices(s: Shape):
     yield "output.weight", (s.vocab, s.hidden)
 
 
-def write(path: "str | os.PathLike", shape: "str | Shape" = "1b", seed: int = 0, progress: bool = False) -> Shape:
-    """Writes the file; returns its Shape. Matrices ~ N(0, 1/in) (embeddings N(0, 1)),
+def write(path: "str | os.PathLike", shape: "str | Config" = "1b", seed: int = 0, progress: bool = False) -> Config:
+    """Writes the file; returns its Config (``shape``: a name of SHAPES or a Config). Matrices ~ N(0, 1/in) (embeddings N(0, 1)),
     norm gains ~ 1 + N(0, 0.01)."""
     import gguf
 
     from .. import quant
 
+    if isinstance(shape, str) and shape not in SHAPES:
+        raise ValueError(f"shape must be one of {sorted(SHAPES)} or a Config, got {shape!r}")
     s = SHAPES[shape] if isinstance(shape, str) else shape
     if s.vocab < 259:
         raise ValueError(f"vocab must hold the 3 special and 256 byte tokens, got {s.vocab}")
@@ -109,7 +105,7 @@ def write(path: "str | os.PathLike", shape: "str | Shape" = "1b", seed: int = 0,
     w.add_feed_forward_length(s.ffn)
     w.add_head_count(s.heads)
     w.add_head_count_kv(s.kv_heads)
-    w.add_rope_dimension_count(s.hidden // s.heads)
+    w.add_rope_dimension_count(s.rotary_dim)
     w.add_layer_norm_rms_eps(s.eps)
     w.add_rope_freq_base(s.rope_base)
     w.add_file_type(_FILE_TYPE_Q4_K_M)
