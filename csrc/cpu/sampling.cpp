@@ -424,6 +424,7 @@ template <class D> int32_t sample_row_radix(const SampleArgs& a, int64_t r, Work
 
 struct SampleWorkspace {
   std::vector<float> bmax, kth, e;
+  std::vector<int32_t> bins;
   std::vector<double> bsum;
   rowsel::List list, bin_list;
   rowsel::Sketch sketch;
@@ -469,50 +470,79 @@ template <class D> int32_t top_p_window(const typename D::T* x, int64_t n, const
   const double target = p * exp_sketch_pass<D>(x, n, all, ws.e.data(), ws.bsum.data(), ws.sketch, next);
   int lo, hi;
   List& L = ws.list;
-  if (!sketch_window(ws.sketch, p, lo, hi) ||
-      !window_pass<D>(x, n, all, ws.e.data(), lo, hi, ws.bsum.data(), L, cap))
+  if (!sketch_window(ws.sketch, p, lo, hi) || !window_pass(n, ws.e.data(), lo, hi, ws.bsum.data(), L, cap))
     return -2;
   const int64_t nb = (n + kSumBlock - 1) / kSumBlock;
   double above = 0;
   for (int64_t b = 0; b < nb; ++b) above += ws.bsum[size_t(b)];
-  // Exact mass per window bin, in index order; bins as the passes compute them.
-  ws.kth.resize(L.size() + W);
-  float* bins = ws.kth.data();
-  lanes(int64_t(L.size()), [&](int64_t i, int64_t c) {
-    st<F32>(bins, i, c, __builtin_convertvector(bin_of(ld<F32>(L.val.data(), i, c), all), vf));
-  });
-  double* g = &ws.hist[0][0];
-  std::fill(g + lo, g + hi + 1, 0.0);
-  for (size_t i = 0; i < L.size(); ++i) g[int(bins[i])] += L.e[i];
   if (above >= target) return -2;  // the crossing lies above the window
+  // Exact mass per window bin, in index order; bins as the passes compute them.
+  const size_t len = L.size();
+  ws.bins.resize(len + W);
+  int32_t* bins = ws.bins.data();
+  lanes(int64_t(len), [&](int64_t i, int64_t c) {
+    const vi b = ebin(ld<F32>(L.e.data(), i, c));
+    int32_t t[W];
+    memcpy(t, &b, sizeof b);
+    memcpy(bins + i, t, size_t(c) * sizeof(int32_t));
+  });
+  // Two histograms, so that neighbours of one bin chain less; raw pointers keep the loops free of TLS lookups.
+  double* g0 = &ws.hist[0][0];
+  double* g1 = &ws.hist[1][0];
+  std::fill(g0 + lo, g0 + hi + 1, 0.0);
+  std::fill(g1 + lo, g1 + hi + 1, 0.0);
+  const float* le = L.e.data();
+  const int32_t* li = L.idx.data();
+  size_t i = 0;
+  for (; i + 2 <= len; i += 2) {
+    g0[bins[i]] += le[i];
+    g1[bins[i + 1]] += le[i + 1];
+  }
+  if (i < len) g0[bins[i]] += le[i];
   int bin = -1;
   double above_bin = 0;
   bool reached = false;
   for (int j = lo; j <= hi && !reached; ++j) {
-    if (g[j] == 0) continue;
+    const double g = g0[j] + g1[j];
+    if (g == 0) continue;
     bin = j;
     above_bin = above;
-    reached = above + g[j] >= target;
-    above += g[j];
+    reached = above + g >= target;
+    above += g;
   }
   // Not reached: the crossing lies below the window, unless the window runs to the last bin
   // (then rounding kept the target out of reach, and the cut is the lowest value with mass).
-  if (bin < 0 || (!reached && hi < kBins - 1)) return -2;
+  if (bin < 0 || (!reached && hi < kEBins - 1)) return -2;
+  // The bins above the crossing are kept whole (added to their blocks' sums a block at a time:
+  // the list is in index order); the crossing bin's elements are listed with their values.
+  double* bs = ws.bsum.data();
   List& B = ws.bin_list;
   B.idx.clear();
   B.val.clear();
   B.e.clear();
-  for (size_t i = 0; i < L.size(); ++i)
-    if (int(bins[i]) == bin) {
-      B.idx.push_back(L.idx[i]);
-      B.val.push_back(L.val[i]);
-      B.e.push_back(L.e[i]);
+  int64_t cur = -1;
+  double acc = 0;
+  for (i = 0; i < len; ++i) {
+    if (bins[i] < bin) {
+      const int64_t blk = li[i] / kSumBlock;
+      if (blk != cur) {
+        if (cur >= 0) bs[cur] += acc;
+        cur = blk;
+        acc = 0;
+      }
+      acc += le[i];
+    } else if (bins[i] == bin) {
+      B.idx.push_back(li[i]);
+      B.val.push_back(load_n<D>(x + li[i], 1)[0]);
+      B.e.push_back(le[i]);
     }
+  }
+  if (cur >= 0) bs[cur] += acc;
   const float cut = list_cut(B, above_bin, target);
+  for (size_t j = 0; j < B.size(); ++j)
+    if (B.val[j] >= cut) bs[B.idx[j] / kSumBlock] += B.e[j];
   double total = 0;
-  for (size_t i = 0; i < L.size(); ++i)
-    if (L.val[i] >= cut) ws.bsum[size_t(L.idx[i] / kSumBlock)] += L.e[i];
-  for (int64_t b = 0; b < nb; ++b) total += ws.bsum[size_t(b)];
+  for (int64_t b = 0; b < nb; ++b) total += bs[b];
   const Mass top{all.mp, cut, all.mm, all.it};
   return int32_t(block_draw<D>(x, n, top, ws.bsum.data(), total, u));
 }

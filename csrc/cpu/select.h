@@ -14,8 +14,9 @@
 //   draw walks the block sums and re-reads one block.
 //
 // e is computed exactly as before (vexp((x - m) * (1 / T)) per element) and
-// the kept sets are the same; only the order of the double sums differs,
-// which moves a token only where u * total meets a partial sum within ~1e-16.
+// the kept sets are the same; only the order of the sums differs (the top-p
+// window sums a block's 256 e in f32 lanes, then in double), which moves a
+// token only where u * total or p * total meets a partial sum within ~1e-7.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -266,58 +267,85 @@ template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mas
 }
 
 // ---------------------------------------------------------------- top-p window
-// The full histogram above costs a scalar add per element. Instead, one exp
-// pass keeps e (kept mass) in a scratch row and sketches the histogram from
-// every kSampleEvery-th vector plus every element with e >= kBigE (the few
-// that carry most of the sample's variance); the bins where the sketch's
-// cumulative mass is within kSigmas standard errors of p * total form a
-// window; an exp-free pass then sums the mass above the window exactly (per
-// block, for the draw) and lists the window's elements, whose exact bin
-// masses place the cut. A window that misses the crossing, or too long a
-// list, sends the row back to the full histogram.
-constexpr int kSampleEvery = 4;
+// The full histogram above costs a scalar add per element. Instead one exp
+// pass keeps e (kept mass) in a scratch row, sums it per block in f32 lanes
+// (one f64 sum a block), and sketches the mass by bin of e (its float bits,
+// 64 bins a binade) from every kSampleEvery-th vector plus every element with
+// e >= kBigE (the few that carry most of a sample's variance). The bins where
+// the sketch's cumulative mass is within kSigmas standard errors of p of its
+// total form a window. A pass over e alone then sums the mass above the
+// window per block and lists the window's elements (index, e), whose exact
+// bin masses place the cut. e is monotone in x, so the bin that
+// holds one element of a value holds them all, and the cut by value is made
+// within one bin. A window that misses the crossing, or too long a list,
+// sends the row back to the full histogram.
+constexpr int kSampleEvery = 16;
 constexpr float kBigE = 0.05f;
 constexpr double kSigmas = 5;
+constexpr int kEBins = 2048;  // 32 binades under 1; e == 0 and e < 2^-32 in the last
+constexpr int kEBinShift = 17;
+constexpr int32_t kOneBits = 0x3f800000;
+
+// The bin of each e in [0, 1]: 0 for the top 64th of the binade under 1.
+inline vi ebin(vf e) {
+  const vi top = vi{} + (kEBins - 1);
+  const vi b = ((vi{} + kOneBits) - (vi)e) >> kEBinShift;
+  return (vi)select(b > top, (vf)top, (vf)b);
+}
+// The top edge of bin j: e > upper_edge(j) exactly when e's bin is below j.
+inline float upper_edge(int j) {
+  const int32_t bits = kOneBits - (int32_t(j) << kEBinShift);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
 
 struct Sketch {
-  float sampled[kBins], big[kBins];  // sampled: every kSampleEvery-th vector, elements below kBigE
+  float sampled[kEBins], big[kEBins];  // sampled: every kSampleEvery-th vector, elements below kBigE
 };
 
+// Adds the lanes of e picked by `bits` into hist by bin.
+inline void scatter(float* hist, vf e, uint32_t bits) {
+  alignas(64) int32_t bin[W];
+  alignas(64) float ee[W];
+  const vi bv = ebin(e);
+  memcpy(bin, &bv, sizeof bv);
+  memcpy(ee, &e, sizeof e);
+  for (; bits; bits &= bits - 1) {
+    const int l = __builtin_ctz(bits);
+    hist[bin[l]] += ee[l];
+  }
+}
+
 // e (kept) into `e`, block sums of all kept mass into bsum, the sketch; the
-// total, summed exactly as mass_pass sums it. Prefetches `next` (the next
-// row, same length) for the following row's first pass. Plain loops: an
-// accumulator captured by a lambda that also stores is kept in memory.
+// total. Prefetches `next` (the next row, same length) for the following
+// row's first pass. Plain loops: an accumulator captured by a lambda that
+// also stores is kept in memory.
 template <class D> double exp_sketch_pass(const typename D::T* x, int64_t n, const Mass& ms, float* e,
                                           double* bsum, Sketch& sk, const typename D::T* next) {
-  std::fill(sk.sampled, sk.sampled + kBins, 0.f);
-  std::fill(sk.big, sk.big + kBins, 0.f);
-  const vf big = splat(kBigE), scale = splat(-kBinScale), top = splat(float(kBins - 1));
+  std::fill(sk.sampled, sk.sampled + kEBins, 0.f);
+  std::fill(sk.big, sk.big + kEBins, 0.f);
+  // Mass's fields in registers: the stores to e could alias them.
+  const vf big = splat(kBigE), mm = ms.mm, it = ms.it, mp = splat(ms.mp), cut = splat(ms.cut);
   double total = 0;
   for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
-    const int64_t len = std::min(kSumBlock, n - b0);
-    DoubleSum acc;
-    for (int64_t i = b0; i < b0 + len; i += W) {
-      const int64_t c = std::min<int64_t>(W, b0 + len - i);
+    const int64_t end = std::min(b0 + kSumBlock, n);
+    vf acc{};
+    for (int64_t i = b0; i < end; i += W) {
+      const int64_t c = std::min<int64_t>(W, end - i);
       if (next && (i & 15) == 0) __builtin_prefetch(next + i);
       const vf v = ld<D>(x, i, c, -kInf);
-      const vf z = (v - ms.mm) * ms.it;
-      const vf k = ms.kept(v, vexp(z));
-      acc.add(k);
+      const vf ex = vexp((v - mm) * it);
+      const vf k = select((ex >= mp) & (v >= cut), ex, vf{});
+      acc += k;
       st<F32>(e, i, c, k);
       const uint32_t bigs = mask_bits(k >= big);
-      const bool sampled = (i / W) % kSampleEvery == 0;
-      if (!sampled && !bigs) continue;
-      alignas(64) int32_t bin[W];
-      alignas(64) float kk[W];
-      const vi bv = __builtin_convertvector(vmin(z * scale, top), vi);
-      memcpy(bin, &bv, sizeof bv);
-      memcpy(kk, &k, sizeof k);
-      for (int l = 0; l < W; ++l) {
-        if (bigs >> l & 1) sk.big[bin[l]] += kk[l];
-        else if (sampled) sk.sampled[bin[l]] += kk[l];
-      }
+      if (bigs) scatter(sk.big, k, bigs);
+      if ((i / W) % kSampleEvery == 0) scatter(sk.sampled, k, ~bigs & ((1u << W) - 1));
     }
-    bsum[b] = acc.sum();
+    DoubleSum d;
+    d.add(acc);
+    bsum[b] = d.sum();
     total += bsum[b];
   }
   return total;
@@ -327,10 +355,10 @@ template <class D> double exp_sketch_pass(const typename D::T* x, int64_t n, con
 // reaches p of the total, by the sketch; false when the sketch has no mass.
 inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
   constexpr double f = kSampleEvery;
-  const double step = std::exp(-1 / double(kBinScale));
+  const double step = std::exp2(-1.0 / double(1 << (23 - kEBinShift)));
   // variance of f * (a sum of sampled e): f (f - 1) sum e^2, each e at most its bin's top edge
   double T = 0, VT = 0, edge = f * (f - 1);
-  for (int j = 0; j < kBins; ++j, edge *= step) {
+  for (int j = 0; j < kEBins; ++j, edge *= step) {
     T += sk.big[j] + f * sk.sampled[j];
     VT += double(sk.sampled[j]) * edge;
   }
@@ -338,70 +366,75 @@ inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
   double A = 0, V = 0;
   edge = f * (f - 1);
   lo = -1;
-  hi = kBins - 1;
-  for (int j = 0; j < kBins; ++j, edge *= step) {
+  hi = kEBins - 1;
+  for (int j = 0; j < kEBins; ++j, edge *= step) {
     A += sk.big[j] + f * sk.sampled[j];
     V += double(sk.sampled[j]) * edge;
     const double F = A / T;
-    const double sd = std::sqrt(V * (1 - F) * (1 - F) + (VT - V) * F * F) / T + 1e-5;
+    const double sd = std::sqrt(std::max(0.0, V * (1 - F) * (1 - F) + (VT - V) * F * F)) / T + 1e-5;
     if (lo < 0 && F + kSigmas * sd >= p) lo = j;
     if (F - kSigmas * sd >= p) {
       hi = j;
       break;
     }
   }
-  if (lo < 0) lo = kBins - 1;
+  if (lo < 0) lo = kEBins - 1;
   return true;
 }
 
-// Over the scratch row e (no exp): bsum[b] = the mass of block b above bin
-// `lo` (summed as mass_pass sums), and L = the elements in bins [lo, hi] with
-// e, in index order. False (L partial) once L would pass `cap`.
-template <class D> bool window_pass(const typename D::T* x, int64_t n, const Mass& ms, const float* e, int lo,
-                                    int hi, double* bsum, List& L, size_t cap) {
+// Over the scratch row e alone: bsum[b] = the mass of block b above bin `lo`,
+// and L = the elements in bins [lo, hi] with e > 0 (index and e; no value),
+// in index order. False (L partial) once L would pass `cap`.
+inline bool window_pass(int64_t n, const float* e, int lo, int hi, double* bsum, List& L, size_t cap) {
   constexpr int kVecs = int(kSumBlock / W);
   L.idx.resize(cap + W);
-  L.val.resize(cap + W);
   L.e.resize(cap + W);
+  L.val.clear();
   size_t count = 0;
-  const vi vlo = vi{} + lo, vhi = vi{} + hi;
-  const vf scale = splat(-kBinScale), top = splat(float(kBins - 1));
+  const vf ta = splat(upper_edge(lo)), tb = splat(hi >= kEBins - 1 ? 0.f : upper_edge(hi + 1));
   bool ok = true;
-  for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
+  for (int64_t b0 = 0, b = 0; b0 < n && ok; b0 += kSumBlock, ++b) {
     const int64_t len = std::min(kSumBlock, n - b0);
-    DoubleSum acc;
+    vf acc{};
     uint32_t bits[kVecs];
     uint32_t any_bits = 0;
     for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
-      const int64_t c = std::min<int64_t>(W, len - j);
-      const vf v = ld<D>(x + b0, j, c, -kInf);
-      const vf k = ld<F32>(e + b0, j, c);
-      const vi bin = __builtin_convertvector(vmin((v - ms.mm) * ms.it * scale, top), vi);
-      acc.add(select(bin < vlo, k, vf{}));
-      bits[q] = mask_bits((bin >= vlo) & (bin <= vhi) & (k > vf{})) & (c == W ? ~0u : (1u << c) - 1);
+      const vf k = ld<F32>(e + b0, j, std::min<int64_t>(W, len - j));
+      const vi above = k > ta;
+      acc += select(above, k, vf{});
+      bits[q] = mask_bits(~above & (k > tb));
       any_bits |= bits[q];
     }
-    bsum[b] = acc.sum();
+    DoubleSum d;
+    d.add(acc);
+    bsum[b] = d.sum();
     if (!any_bits) continue;
     for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
-      uint32_t m = bits[q];
+      const uint32_t m = bits[q];
       if (!m) continue;
-      if (count + __builtin_popcount(m) > cap) {
+      const size_t got = size_t(__builtin_popcount(m));
+      if (count + got > cap) {
         ok = false;
         break;
       }
-      for (; m; m &= m - 1) {
-        const int64_t i = b0 + j + __builtin_ctz(m);
-        L.idx[count] = int32_t(i);
-        L.val[count] = load_n<D>(x + i, 1)[0];
-        L.e[count] = e[i];
-        ++count;
+#if defined(__AVX512F__)
+      // The register form of compress (the memory form is slow on some cores); the lists have W spare slots.
+      const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(int32_t(b0 + j)),
+                                          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      _mm512_storeu_si512(L.idx.data() + count, _mm512_maskz_compress_epi32(__mmask16(m), at));
+      _mm512_storeu_ps(L.e.data() + count, _mm512_maskz_compress_ps(__mmask16(m), _mm512_loadu_ps(e + b0 + j)));
+#else
+      size_t o = count;
+      for (uint32_t r = m; r; r &= r - 1) {
+        const int64_t i = b0 + j + __builtin_ctz(r);
+        L.idx[o] = int32_t(i);
+        L.e[o++] = e[i];
       }
+#endif
+      count += got;
     }
-    if (!ok) break;
   }
   L.idx.resize(count);
-  L.val.resize(count);
   L.e.resize(count);
   return ok;
 }
