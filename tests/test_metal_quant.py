@@ -33,7 +33,8 @@ DTYPES = list(NP)
 FORMATS = [f for f, *_ in __import__("braze")._cpu._quant_formats()]
 MX = list(ref_mx.MX_ELEM)
 AFFINE = [f"affine{b}" for b in ref_mx.AFFINE_BITS]
-METAL_QUANTIZES = list(LEGACY) + MX + ["nvfp4", "fp8_e4m3", "fp8_e5m2", "int8"] + AFFINE
+SEARCHED = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq4_nl", "iq4_xs"]  # quantize_search.metal
+METAL_QUANTIZES = list(LEGACY) + SEARCHED + MX + ["nvfp4", "fp8_e4m3", "fp8_e5m2", "int8"] + AFFINE
 
 
 def on_metal(fn, *a, **kw):
@@ -113,6 +114,8 @@ def quantize_cases():
 def test_quantize_matches_cpu(fmt, opts, dtype):
     if fmt in LEGACY:
         w32 = legacy_inputs(np.random.default_rng(6), n=4, k=256)
+    elif fmt in SEARCHED:
+        w32 = searched_inputs(6, 512)
     elif fmt.startswith("fp8") and opts["granularity"] == "block":
         w32 = weights(136, 264, seed=4)  # two 128-row blocks, a partial 128-column block
     elif fmt.startswith("fp8") or fmt == "int8":
@@ -128,13 +131,66 @@ def test_quantize_matches_cpu(fmt, opts, dtype):
         assert raw(on_metal(bq.dequantize, got, dtype=dt)) == raw(bq.dequantize(want, dtype=dt))
 
 
-@pytest.mark.parametrize("fmt", ["q4_K", "q6_K", "iq4_xs", "iq4_nl", "q8_K"])
-def test_quantize_formats_not_on_metal_raise_and_write_nothing(fmt):
+def searched_inputs(n, k, seed=0):
+    """Rows for the K-quant / i-quant searches: normal rows of random magnitude
+    (exp(+-6)), and edge super-blocks in rows 0..3: all zeros, -0 and a zero
+    sub-block of 16, constant blocks (positive, negative, a ramp), one huge
+    element among tiny ones, sub-blocks spanning 1e-6..1e4, values past
+    float16's range (the f16 scales overflow), subnormals and ties of +-max."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((n, k)) * np.exp(rng.uniform(-6, 6, (n, 1)))).astype(np.float32)
+    b = w.reshape(n, k // 32, 32)
+    b[0, 0] = 0.0
+    b[0, 1] = -0.0
+    b[0, 2, :16] = 0.0
+    b[0, 3] = 1.5
+    b[0, 4] = -2.25
+    b[0, 5] = np.arange(32, dtype=np.float32) - 15.5
+    b[0, 6] = 1e-3 * rng.standard_normal(32)
+    b[0, 6, 5] = 40.0
+    b[0, 7] = rng.uniform(-1, 1, 32) * 10.0 ** rng.uniform(-6, 4, 32)
+    b[1, :8] = rng.standard_normal((8, 32)) * 1e5              # d = max / 63 .. 127 past 65504
+    b[1, 8:16] = rng.standard_normal((8, 32)) * 3e4
+    b[2, :8] = 1e-40 * np.sign(rng.standard_normal((8, 32)))   # subnormal float32
+    b[2, 8] = np.where(np.arange(32) % 2, 7.0, -7.0)         # ties of +-max
+    b[2, 9] = 1e-20 * rng.standard_normal(32)                 # below the searches' 1e-15 floor
+    b[3, 8:16] = rng.uniform(0, 1, (8, 32))                    # all positive: min 0
+    b[3, :8] = -rng.uniform(0, 1, (8, 32))                     # all negative
+    return w
+
+
+@pytest.mark.parametrize("fmt", SEARCHED)
+def test_quantize_searched_formats_match_cpu_across_seeds(fmt):
+    """More rows and seeds than test_quantize_matches_cpu (f32), and strided rows."""
+    for seed in (11, 12, 13):
+        w = searched_inputs(5, 768, seed=seed)
+        want = bq.quantize(w, fmt)
+        assert fields(on_metal(bq.quantize, w, fmt)) == fields(want), (fmt, seed)
+    view = searched_inputs(8, 1024, seed=14)[::2, 256:768]
+    assert fields(on_metal(bq.quantize, view, fmt)) == fields(bq.quantize(view, fmt))
+
+
+@pytest.mark.parametrize("fmt", [f for f in SEARCHED if f != "q8_K"])
+def test_quantize_searched_formats_match_llama_cpp(fmt):
+    """tests/data/quant_vectors.npz (llama.cpp's own quantizations, test_quant.py's
+    test_quantize_matches_llama_cpp): the Metal encoders give the same bytes."""
+    v = np.load(HERE / "data" / "quant_vectors.npz")
+    got = on_metal(bq.quantize, v["w"], fmt)
+    assert np.asarray(got.data).tobytes() == np.asarray(v[fmt]).tobytes()
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4_gguf", "nvfp4_gguf"])
+def test_quantize_gguf_fp4_raises_as_on_cpu_and_writes_nothing(fmt):
+    """GGUF's fp4 block formats have no quantizer on any backend: Metal raises the
+    CPU's ValueError (core's prepare_quantize, before any plan) and writes nothing."""
     w = weights(2, 256, seed=2, special=False)
     block, nbytes = {f: (b, nb) for f, b, nb, *_ in __import__("braze")._cpu._quant_formats()}[fmt]
     data = np.full((2, 256 // block * nbytes), 7, np.uint8)
-    with pytest.raises(ValueError, match=rf"quantize of format '{fmt}' has no Metal kernel"):
+    with pytest.raises(ValueError) as cpu:
+        bq._quantize_raw(w, format=fmt, out=data.copy())
+    with pytest.raises(ValueError, match=rf"quantize of format '{fmt}' .*not built") as metal:
         on_metal(bq._quantize_raw, w, format=fmt, out=data)
+    assert str(metal.value) == str(cpu.value)
     assert (data == 7).all()
 
 
