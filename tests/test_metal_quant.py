@@ -136,7 +136,8 @@ def searched_inputs(n, k, seed=0):
     (exp(+-6)), and edge super-blocks in rows 0..3: all zeros, -0 and a zero
     sub-block of 16, constant blocks (positive, negative, a ramp), one huge
     element among tiny ones, sub-blocks spanning 1e-6..1e4, values past
-    float16's range (the f16 scales overflow), subnormals and ties of +-max."""
+    float16's range (the f16 scales overflow), subnormals and ties of +-max
+    (n >= 5, k >= 512)."""
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((n, k)) * np.exp(rng.uniform(-6, 6, (n, 1)))).astype(np.float32)
     b = w.reshape(n, k // 32, 32)
@@ -151,11 +152,13 @@ def searched_inputs(n, k, seed=0):
     b[0, 7] = rng.uniform(-1, 1, 32) * 10.0 ** rng.uniform(-6, 4, 32)
     b[1, :8] = rng.standard_normal((8, 32)) * 1e5              # d = max / 63 .. 127 past 65504
     b[1, 8:16] = rng.standard_normal((8, 32)) * 3e4
-    b[2, :8] = 1e-40 * np.sign(rng.standard_normal((8, 32)))   # subnormal float32
+    b[2, :8] = 0.0                                             # a zero super-block
     b[2, 8] = np.where(np.arange(32) % 2, 7.0, -7.0)         # ties of +-max
     b[2, 9] = 1e-20 * rng.standard_normal(32)                 # below the searches' 1e-15 floor
+    b[2, 10] = 1e-40 * np.sign(rng.standard_normal(32))
     b[3, 8:16] = rng.uniform(0, 1, (8, 32))                    # all positive: min 0
     b[3, :8] = -rng.uniform(0, 1, (8, 32))                     # all negative
+    b[4, :8] = 1e-40 * np.sign(rng.standard_normal((8, 32)))   # a subnormal float32 super-block
     return w
 
 
