@@ -182,6 +182,17 @@ def test_quantize_searched_formats_match_llama_cpp(fmt):
     assert np.asarray(got.data).tobytes() == np.asarray(v[fmt]).tobytes()
 
 
+def test_quantize_host_names_cover_every_quantizable_format():
+    """Every format the CPU quantizes has its Metal kernels (one per input dtype),
+    and METAL_QUANTIZES (the formats test_quantize_matches_cpu runs) is all of them."""
+    mod = mtlsim.metal_module()
+    built = [f for f, *_, q in __import__("braze")._cpu._quant_formats() if q]
+    assert sorted(built) == sorted(METAL_QUANTIZES)
+    for fmt in built:
+        for dt in ("f32", "f16", "bf16"):
+            assert mod._has_kernel(f"quantize_{fmt}_{dt}"), (fmt, dt)
+
+
 @pytest.mark.parametrize("fmt", ["mxfp4_gguf", "nvfp4_gguf"])
 def test_quantize_gguf_fp4_raises_as_on_cpu_and_writes_nothing(fmt):
     """GGUF's fp4 block formats have no quantizer on any backend: Metal raises the
