@@ -25,7 +25,6 @@ from mtlsim.pytest_support import sanitized_rerun, simulated  # noqa: E402
 from test_quant import LEGACY, legacy_inputs  # noqa: E402
 from test_quant_mx import weights  # noqa: E402
 
-pytestmark = simulated
 test_under_sanitizers = sanitized_rerun(__file__)
 
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": BF16}
@@ -64,6 +63,7 @@ def deq_inputs(fmt, n, k, strided, seed=0):
     return spec, args, kw
 
 
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_dequantize_matches_cpu(fmt, dtype):
@@ -77,6 +77,7 @@ def test_dequantize_matches_cpu(fmt, dtype):
         assert raw(got) == raw(want), (fmt, dtype, strided)
 
 
+@simulated
 def test_dequantize_every_scale_byte_of_mx_and_nvfp4():
     """Every e8m0 / e4m3 scale byte (NaN, 2^-127, subnormal e4m3) through the shader's decoders."""
     rng = np.random.default_rng(3)
@@ -109,6 +110,7 @@ def quantize_cases():
             yield fmt, o
 
 
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt,opts", list(quantize_cases()), ids=lambda v: str(v))
 def test_quantize_matches_cpu(fmt, opts, dtype):
@@ -162,6 +164,7 @@ def searched_inputs(n, k, seed=0):
     return w
 
 
+@simulated
 @pytest.mark.parametrize("fmt", SEARCHED)
 def test_quantize_searched_formats_match_cpu_across_seeds(fmt):
     """More rows and seeds than test_quantize_matches_cpu (f32), and strided rows."""
@@ -173,6 +176,7 @@ def test_quantize_searched_formats_match_cpu_across_seeds(fmt):
     assert fields(on_metal(bq.quantize, view, fmt)) == fields(bq.quantize(view, fmt))
 
 
+@simulated
 @pytest.mark.parametrize("fmt", [f for f in SEARCHED if f != "q8_K"])
 def test_quantize_searched_formats_match_llama_cpp(fmt):
     """tests/data/quant_vectors.npz (llama.cpp's own quantizations, test_quant.py's
@@ -182,6 +186,7 @@ def test_quantize_searched_formats_match_llama_cpp(fmt):
     assert np.asarray(got.data).tobytes() == np.asarray(v[fmt]).tobytes()
 
 
+@simulated
 def test_quantize_host_names_cover_every_quantizable_format():
     """Every format the CPU quantizes has its Metal kernels (one per input dtype),
     and METAL_QUANTIZES (the formats test_quantize_matches_cpu runs) is all of them."""
@@ -193,6 +198,7 @@ def test_quantize_host_names_cover_every_quantizable_format():
             assert mod._has_kernel(f"quantize_{fmt}_{dt}"), (fmt, dt)
 
 
+@simulated
 @pytest.mark.parametrize("fmt", ["mxfp4_gguf", "nvfp4_gguf"])
 def test_quantize_gguf_fp4_raises_as_on_cpu_and_writes_nothing(fmt):
     """GGUF's fp4 block formats have no quantizer on any backend: Metal raises the
@@ -209,6 +215,7 @@ def test_quantize_gguf_fp4_raises_as_on_cpu_and_writes_nothing(fmt):
 
 
 # ---------------------------------------------------------------- activations
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt", ref_mx.ACT_FORMATS)
 @pytest.mark.parametrize("shape", [(1, 512), (7, 96), (3, 1056)])
@@ -225,6 +232,7 @@ def test_quantize_activations_matches_cpu(fmt, dtype, shape):
     assert [raw(a) for a in got] == [raw(a) for a in want]
 
 
+@simulated
 def test_quantize_activations_odd_k_and_strided_rows():
     x = weights(6, 200, seed=9, special=False)
     for fmt, view in (("fp8_e4m3", x[:, :37]), ("int8", x[::2, :37]), ("mxfp8_e4m3", x[::2, :64]),
