@@ -25,7 +25,6 @@ from mtlsim.pytest_support import sanitized_rerun, simulated  # noqa: E402
 from test_quant import LEGACY, legacy_inputs  # noqa: E402
 from test_quant_mx import weights  # noqa: E402
 
-pytestmark = simulated
 test_under_sanitizers = sanitized_rerun(__file__)
 
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": BF16}
@@ -33,7 +32,8 @@ DTYPES = list(NP)
 FORMATS = [f for f, *_ in __import__("braze")._cpu._quant_formats()]
 MX = list(ref_mx.MX_ELEM)
 AFFINE = [f"affine{b}" for b in ref_mx.AFFINE_BITS]
-METAL_QUANTIZES = list(LEGACY) + MX + ["nvfp4", "fp8_e4m3", "fp8_e5m2", "int8"] + AFFINE
+SEARCHED = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq4_nl", "iq4_xs"]  # quantize_search.metal
+METAL_QUANTIZES = list(LEGACY) + SEARCHED + MX + ["nvfp4", "fp8_e4m3", "fp8_e5m2", "int8"] + AFFINE
 
 
 def on_metal(fn, *a, **kw):
@@ -63,6 +63,7 @@ def deq_inputs(fmt, n, k, strided, seed=0):
     return spec, args, kw
 
 
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_dequantize_matches_cpu(fmt, dtype):
@@ -76,6 +77,7 @@ def test_dequantize_matches_cpu(fmt, dtype):
         assert raw(got) == raw(want), (fmt, dtype, strided)
 
 
+@simulated
 def test_dequantize_every_scale_byte_of_mx_and_nvfp4():
     """Every e8m0 / e4m3 scale byte (NaN, 2^-127, subnormal e4m3) through the shader's decoders."""
     rng = np.random.default_rng(3)
@@ -108,11 +110,14 @@ def quantize_cases():
             yield fmt, o
 
 
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt,opts", list(quantize_cases()), ids=lambda v: str(v))
 def test_quantize_matches_cpu(fmt, opts, dtype):
     if fmt in LEGACY:
         w32 = legacy_inputs(np.random.default_rng(6), n=4, k=256)
+    elif fmt in SEARCHED:
+        w32 = searched_inputs(6, 512)
     elif fmt.startswith("fp8") and opts["granularity"] == "block":
         w32 = weights(136, 264, seed=4)  # two 128-row blocks, a partial 128-column block
     elif fmt.startswith("fp8") or fmt == "int8":
@@ -128,17 +133,89 @@ def test_quantize_matches_cpu(fmt, opts, dtype):
         assert raw(on_metal(bq.dequantize, got, dtype=dt)) == raw(bq.dequantize(want, dtype=dt))
 
 
-@pytest.mark.parametrize("fmt", ["q4_K", "q6_K", "iq4_xs", "iq4_nl", "q8_K"])
-def test_quantize_formats_not_on_metal_raise_and_write_nothing(fmt):
+def searched_inputs(n, k, seed=0):
+    """Rows for the K-quant / i-quant searches: normal rows of random magnitude
+    (exp(+-6)), and edge super-blocks in rows 0..3: all zeros, -0 and a zero
+    sub-block of 16, constant blocks (positive, negative, a ramp), one huge
+    element among tiny ones, sub-blocks spanning 1e-6..1e4, values past
+    float16's range (the f16 scales overflow), subnormals and ties of +-max
+    (n >= 5, k >= 512)."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((n, k)) * np.exp(rng.uniform(-6, 6, (n, 1)))).astype(np.float32)
+    b = w.reshape(n, k // 32, 32)
+    b[0, 0] = 0.0
+    b[0, 1] = -0.0
+    b[0, 2, :16] = 0.0
+    b[0, 3] = 1.5
+    b[0, 4] = -2.25
+    b[0, 5] = np.arange(32, dtype=np.float32) - 15.5
+    b[0, 6] = 1e-3 * rng.standard_normal(32)
+    b[0, 6, 5] = 40.0
+    b[0, 7] = rng.uniform(-1, 1, 32) * 10.0 ** rng.uniform(-6, 4, 32)
+    b[1, :8] = rng.standard_normal((8, 32)) * 1e5              # d = max / 63 .. 127 past 65504
+    b[1, 8:16] = rng.standard_normal((8, 32)) * 3e4
+    b[2, :8] = 0.0                                             # a zero super-block
+    b[2, 8] = np.where(np.arange(32) % 2, 7.0, -7.0)         # ties of +-max
+    b[2, 9] = 1e-20 * rng.standard_normal(32)                 # below the searches' 1e-15 floor
+    b[2, 10] = 1e-40 * np.sign(rng.standard_normal(32))
+    b[3, 8:16] = rng.uniform(0, 1, (8, 32))                    # all positive: min 0
+    b[3, :8] = -rng.uniform(0, 1, (8, 32))                     # all negative
+    b[4, :8] = 1e-40 * np.sign(rng.standard_normal((8, 32)))   # a subnormal float32 super-block
+    return w
+
+
+@simulated
+@pytest.mark.parametrize("fmt", SEARCHED)
+def test_quantize_searched_formats_match_cpu_across_seeds(fmt):
+    """More rows and seeds than test_quantize_matches_cpu (f32), and strided rows."""
+    for seed in (11, 12, 13):
+        w = searched_inputs(5, 768, seed=seed)
+        want = bq.quantize(w, fmt)
+        assert fields(on_metal(bq.quantize, w, fmt)) == fields(want), (fmt, seed)
+    view = searched_inputs(8, 1024, seed=14)[::2, 256:768]
+    assert fields(on_metal(bq.quantize, view, fmt)) == fields(bq.quantize(view, fmt))
+
+
+@simulated
+@pytest.mark.parametrize("fmt", [f for f in SEARCHED if f != "q8_K"])
+def test_quantize_searched_formats_match_llama_cpp(fmt):
+    """tests/data/quant_vectors.npz (llama.cpp's own quantizations, test_quant.py's
+    test_quantize_matches_llama_cpp): the Metal encoders give the same bytes."""
+    v = np.load(HERE / "data" / "quant_vectors.npz")
+    got = on_metal(bq.quantize, v["w"], fmt)
+    assert np.asarray(got.data).tobytes() == np.asarray(v[fmt]).tobytes()
+
+
+@simulated
+def test_quantize_host_names_cover_every_quantizable_format():
+    """Every format the CPU quantizes has its Metal kernels (one per input dtype),
+    and METAL_QUANTIZES (the formats test_quantize_matches_cpu runs) is all of them."""
+    mod = mtlsim.metal_module()
+    built = [f for f, *_, q in __import__("braze")._cpu._quant_formats() if q]
+    assert sorted(built) == sorted(METAL_QUANTIZES)
+    for fmt in built:
+        for dt in ("f32", "f16", "bf16"):
+            assert mod._has_kernel(f"quantize_{fmt}_{dt}"), (fmt, dt)
+
+
+@simulated
+@pytest.mark.parametrize("fmt", ["mxfp4_gguf", "nvfp4_gguf"])
+def test_quantize_gguf_fp4_raises_as_on_cpu_and_writes_nothing(fmt):
+    """GGUF's fp4 block formats have no quantizer on any backend: Metal raises the
+    CPU's ValueError (core's prepare_quantize, before any plan) and writes nothing."""
     w = weights(2, 256, seed=2, special=False)
     block, nbytes = {f: (b, nb) for f, b, nb, *_ in __import__("braze")._cpu._quant_formats()}[fmt]
     data = np.full((2, 256 // block * nbytes), 7, np.uint8)
-    with pytest.raises(ValueError, match=rf"quantize of format '{fmt}' has no Metal kernel"):
+    with pytest.raises(ValueError) as cpu:
+        bq._quantize_raw(w, format=fmt, out=data.copy())
+    with pytest.raises(ValueError, match=rf"quantize of format '{fmt}' .*not built") as metal:
         on_metal(bq._quantize_raw, w, format=fmt, out=data)
+    assert str(metal.value) == str(cpu.value)
     assert (data == 7).all()
 
 
 # ---------------------------------------------------------------- activations
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt", ref_mx.ACT_FORMATS)
 @pytest.mark.parametrize("shape", [(1, 512), (7, 96), (3, 1056)])
@@ -155,6 +232,7 @@ def test_quantize_activations_matches_cpu(fmt, dtype, shape):
     assert [raw(a) for a in got] == [raw(a) for a in want]
 
 
+@simulated
 def test_quantize_activations_odd_k_and_strided_rows():
     x = weights(6, 200, seed=9, special=False)
     for fmt, view in (("fp8_e4m3", x[:, :37]), ("int8", x[::2, :37]), ("mxfp8_e4m3", x[::2, :64]),

@@ -40,9 +40,10 @@ std::uint64_t extent(std::int64_t rows, std::int64_t cols, std::int64_t stride, 
   return row_bytes(rows, cols, stride, t);
 }
 
-// One thread per unit (a chunk of 8, a block) of every row: grid x covers a row's units.
-void unit_grid(Dispatch& d, std::int64_t units, std::int64_t rows) {
-  const std::uint64_t threads = std::min<std::uint64_t>(QUANT_THREADS, (std::uint64_t(units) + 31) / 32 * 32);
+// One thread per unit (a chunk of 8, a block) of every row: grid x covers a row's units,
+// in threadgroups of up to max_threads (a multiple of 32).
+void unit_grid(Dispatch& d, std::int64_t units, std::int64_t rows, std::uint64_t max_threads = QUANT_THREADS) {
+  const std::uint64_t threads = std::min<std::uint64_t>(max_threads, (std::uint64_t(units) + 31) / 32 * 32);
   d.threads[0] = std::uint32_t(threads);
   d.threadgroups[0] = std::uint32_t((std::uint64_t(units) + threads - 1) / threads);
   d.threadgroups[1] = std::uint32_t(rows);
@@ -91,7 +92,8 @@ QuantParams weight_params(const quant::DequantArgs& a) {
 
 bool metal_quantizes(QFormat f) {
   const Group g = quant::info(f).group;
-  return g == Group::ggml || (quant::info(f).layout == quant::Layout::split);
+  return g == Group::ggml || g == Group::kquants || g == Group::iquants ||
+         quant::info(f).layout == quant::Layout::split;
 }
 
 Plan plan_dequantize(const quant::DequantArgs& a) {
@@ -121,8 +123,8 @@ Plan plan_quantize(const quant::QuantArgs& a) {
   const quant::FormatInfo& fi = quant::info(a.format);
   if (!metal_quantizes(a.format))
     plan.error = std::string("quantize of format '") + fi.name +
-                 "' has no Metal kernel (Metal quantizes q8_0, q4_0, q4_1, q5_0, q5_1, the MX formats, nvfp4, "
-                 "fp8_e4m3, fp8_e5m2, int8 and affine2..8); quantize it on the CPU";
+                 "' has no Metal kernel (Metal quantizes the GGML legacy formats, the K-quants, iq4_nl, iq4_xs, "
+                 "the MX formats, nvfp4, fp8_e4m3, fp8_e5m2, int8 and affine2..8)";
   else if (!float_dtype(a.dtype)) plan.error = "no Metal quantize kernel for this input dtype";
   else if (fi.group == Group::affine && a.scales_dtype != a.dtype)
     plan.error = "affine quantize on Metal writes scales and biases in w's dtype; got scales of another dtype";
@@ -187,6 +189,11 @@ Plan plan_quantize(const quant::QuantArgs& a) {
   if (g == Group::fp8 || g == Group::int8) {
     unit_grid(d, (a.cols + QUANT_CHUNK - 1) / QUANT_CHUNK, a.rows);
     d.buffers = {x, data, scales};
+  } else if (g == Group::kquants || g == Group::iquants) {
+    // quantize_search.metal: a thread searches one block with ~1.5 KiB of thread arrays; one
+    // simdgroup to a threadgroup (a 4096-wide row has only 16 super-blocks).
+    unit_grid(d, a.cols / fi.blocks.block, a.rows, 32);
+    d.buffers = {x, data};
   } else {
     const std::int64_t block = g == Group::affine ? a.group : g == Group::nvfp4 ? 16 : 32;
     unit_grid(d, a.cols / block, a.rows);

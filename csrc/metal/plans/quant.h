@@ -8,8 +8,9 @@
 namespace braze::metal {
 
 // Plan::error is set (and nothing planned) for what no kernel handles: sizes
-// or strides past 32 bits, and quantize of the formats not ported to Metal
-// (K-quants, i-quants, GGUF's fp4 blocks).
+// or strides past 32 bits, and quantize of a format without a Metal encoder
+// (GGUF's fp4 blocks, which prepare_quantize already refuses on every backend:
+// they have no quantizer anywhere).
 Plan plan_dequantize(const quant::DequantArgs& a);
 Plan plan_quantize(const quant::QuantArgs& a);
 Plan plan_quantize_activations(const quant::ActQuantArgs& a);
