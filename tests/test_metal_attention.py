@@ -23,7 +23,6 @@ import mtlsim  # noqa: E402
 from mtlsim.pytest_support import sanitized_rerun, simulated  # noqa: E402
 from test_attention import paged as _paged  # noqa: E402
 
-pytestmark = simulated
 test_under_sanitizers = sanitized_rerun(__file__)
 
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": BF16}
@@ -67,6 +66,7 @@ def ragged(rng, lens, hq, hkv, d, dtype):
 
 
 # ---------------------------------------------------------------- decode
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hq,hkv", [(4, 4), (8, 2)])
 @pytest.mark.parametrize("ci", range(len(OPTIONS)))
@@ -80,6 +80,7 @@ def test_decode_matches_cpu(dtype, hq, hkv, ci):
 
 
 # ---------------------------------------------------------------- prefill
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hq,hkv", [(2, 2), (4, 1)])
 @pytest.mark.parametrize("causal", [True, False])
@@ -91,6 +92,7 @@ def test_prefill_matches_cpu(dtype, hq, hkv, causal, ci):
     close(on_metal(attention.prefill, q, k, v, cu, **kw), attention.prefill(q, k, v, cu, **kw), dtype)
 
 
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hq,hkv", [(2, 2), (4, 1)])
 @pytest.mark.parametrize("ci", range(len(OPTIONS)))
@@ -105,6 +107,7 @@ def test_prefill_paged_matches_cpu(dtype, hq, hkv, ci):
           attention.prefill_paged(q, kc, vc, table, cu, lens, **kw), dtype)
 
 
+@simulated
 @pytest.mark.parametrize("d", [64, 80, 96, 128, 192, 256])
 def test_every_head_dim(d):
     """Prefill's 8-column matrix chunks (d / 8 of them, 256: the threadgroup memory's limit) and decode's lanes."""
@@ -118,6 +121,7 @@ def test_every_head_dim(d):
           attention.decode(qd, kc, vc, table, lens, return_lse=True), "bfloat16")
 
 
+@simulated
 def test_strided_views():
     """q, k, v as views of one fused qkv array; out and lse_out into strided views."""
     rng = np.random.default_rng(11)
@@ -132,6 +136,7 @@ def test_strided_views():
 
 
 # ---------------------------------------------------------------- append_kv, merge_states
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("slot_dtype", [np.int32, np.int64])
 def test_append_kv_matches_cpu(dtype, slot_dtype):
@@ -145,6 +150,7 @@ def test_append_kv_matches_cpu(dtype, slot_dtype):
         assert g.tobytes() == w.tobytes()
 
 
+@simulated
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_merge_states_matches_cpu(dtype):
     rng = np.random.default_rng(2)
@@ -159,6 +165,7 @@ def test_merge_states_matches_cpu(dtype):
 
 
 # ---------------------------------------------------------------- index values, schedules
+@simulated
 def test_bad_index_values_raise_the_cpu_errors_and_write_nothing():
     """core's check_*: the CPU backend's very messages."""
     rng = np.random.default_rng(4)
@@ -193,6 +200,7 @@ def test_bad_index_values_raise_the_cpu_errors_and_write_nothing():
     assert (out == 7.0).all()
 
 
+@simulated
 def test_shuffled_schedules_give_the_same_bits():
     rng = np.random.default_rng(6)
     q, k, v, cu = ragged(rng, [13, 1, 6], 4, 2, 64, "float16")

@@ -308,9 +308,10 @@ template <class I> void embedding_rows(const ops::EmbeddingArgs& a, int64_t t0, 
 // ---------------------------------------------------------------- hadamard
 // The Sylvester transform of each block of L = 2^log2 floats runs on a
 // per-thread f32 copy of the row (at most 128 KiB: L1 / L2): the butterflies
-// of distance < W inside each vector (shuffles), then the wider ones three
-// stages per pass (eight vectors in registers), so the row is walked
-// log2(L / W) / 3 times instead of log2(L). Then H_m across the m blocks, or
+// of distance < W inside each vector (shuffles) as the first pass reads x,
+// and the wider ones three stages per pass (eight vectors in registers), so
+// the row is walked log2(L / W) / 3 times instead of log2(L), the first and
+// the last of them reading x and writing y. Then H_m across the m blocks, or
 // for m = 1 the last pass, scales and writes the output.
 
 // In-vector butterflies: with s the lanes swapped at distance h and sgn = +1
@@ -342,13 +343,14 @@ inline vf butterfly_in_vector(vf v) {
 }
 
 // S butterfly stages of distances h, 2h, ..., 2^(S-1) h (h a multiple of W)
-// over a block of L floats; out(offset, v) receives each finished vector.
-template <int S, class Out> void radix_pass(const float* blk, int64_t L, int64_t h, Out out) {
+// over a block of L floats: in(offset) gives each vector, out(offset, v)
+// receives it finished.
+template <int S, class In, class Out> void radix_pass(int64_t L, int64_t h, In in, Out out) {
   constexpr int Q = 1 << S;
   for (int64_t base = 0; base < L; base += h * Q) {
     for (int64_t j = 0; j < h; j += W) {
       vf v[Q];
-      for (int q = 0; q < Q; ++q) v[q] = load<F32>(blk + base + j + q * h);
+      for (int q = 0; q < Q; ++q) v[q] = in(base + j + q * h);
       for (int d = 1; d < Q; d *= 2) {
         for (int q = 0; q < Q; ++q) {
           if (q & d) continue;
@@ -362,10 +364,14 @@ template <int S, class Out> void radix_pass(const float* blk, int64_t L, int64_t
   }
 }
 
-template <class Out> void radix(int stages, const float* blk, int64_t L, int64_t h, Out out) {
-  if (stages == 1) radix_pass<1>(blk, L, h, out);
-  else if (stages == 2) radix_pass<2>(blk, L, h, out);
-  else radix_pass<3>(blk, L, h, out);
+// Stages a pass holds in registers (eight vectors): four (sixteen vectors) measured 2x slower
+// with AVX-512, the in-vector butterflies of the first pass needing registers of their own.
+constexpr int kPassStages = 3;
+
+template <class In, class Out> void radix(int stages, int64_t L, int64_t h, In in, Out out) {
+  if (stages == 1) radix_pass<1>(L, h, in, out);
+  else if (stages == 2) radix_pass<2>(L, h, in, out);
+  else radix_pass<kPassStages>(L, h, in, out);
 }
 
 // The order-m matrices as compile-time constants, so that hadamard_m unrolls
@@ -443,22 +449,29 @@ template <class D> void hadamard_row(const ops::HadamardArgs& a, const typename 
   for (int b = 0; b < a.m; ++b) {
     const typename D::T* xb = x + b * L;
     float* blk = buf + b * stride;
-    if (L >= W) {
-      for (int64_t i = 0; i < L; i += W) store<F32>(blk + i, butterfly_in_vector(load<D>(xb + i)));
-    } else {
+    // Captured by value: a reference would be reloaded after every store (the stores could alias it).
+    const auto from_x = [xb](int64_t off) { return butterfly_in_vector(load<D>(xb + off)); };
+    const auto from_blk = [blk](int64_t off) { return load<F32>(blk + off); };
+    const auto to_blk = [blk](int64_t off, vf v) { store<F32>(blk + off, v); };
+    const auto to_y = [y, scale](int64_t off, vf v) { store<D>(y + off, v * scale); };
+    if (L < W) {
       lanes(L, [&](int64_t i, int64_t c) { st<F32>(blk, i, c, ld<D>(xb, i, c)); });
       fwht_scalar(blk, L);
-    }
-    int64_t h = W;
-    for (int left = wide; left > 0;) {
-      const int s = std::min(left, 3);
-      left -= s;
-      if (left == 0 && a.m == 1) {  // the last pass writes the output
-        radix(s, blk, L, h, [&](int64_t off, vf v) { store<D>(y + off, v * scale); });
-      } else {
-        radix(s, blk, L, h, [&](int64_t off, vf v) { store<F32>(blk + off, v); });
+    } else if (wide == 0) {
+      for (int64_t i = 0; i < L; i += W) to_blk(i, from_x(i));
+    } else {
+      // The first pass reads x and runs the in-vector butterflies too; the last writes y (m = 1).
+      int64_t h = W;
+      for (int left = wide; left > 0;) {
+        const int s = std::min(left, kPassStages);
+        left -= s;
+        const bool first = h == W, last = left == 0 && a.m == 1;
+        if (first && last) radix(s, L, h, from_x, to_y);
+        else if (first) radix(s, L, h, from_x, to_blk);
+        else if (last) radix(s, L, h, from_blk, to_y);
+        else radix(s, L, h, from_blk, to_blk);
+        h <<= s;
       }
-      h <<= s;
     }
   }
   if (a.m == 12) {
