@@ -4,8 +4,9 @@
 // the tile is converted to f32 once, scores come from register-blocked dot
 // products over head_dim (4 rows x 2 keys per block), the online softmax keeps
 // a running max and sum per row, and P V is accumulated 4 rows x 2W columns at
-// a time. Decode splits long contexts over the pool's threads and merges the
-// partial states; prefill runs (sequence, kv head, query tile) tasks.
+// a time. Decode runs (sequence, key range) tasks, every kv head of a chunk
+// of keys before the next chunk, and merges the partial states; prefill runs
+// (sequence, kv head, query tile) tasks.
 #include "cpu/attention.h"
 
 #include <cmath>
@@ -36,6 +37,24 @@ inline void hsum8(const vf* a, float* s) {
   __m256 lo = _mm256_hadd_ps(h01, h23), hi = _mm256_hadd_ps(h45, h67);
   __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
   _mm256_storeu_ps(s, r);
+#elif defined(__AVX512F__)
+  // A tree: pairs interleaved within 128-bit lanes, then 64-bit halves, then the four lanes
+  // (about 25 instructions; eight separate horizontal sums take about 80).
+  __m512 v[8];
+  memcpy(v, a, sizeof v);
+  __m512 t[4];
+  for (int i = 0; i < 4; ++i)
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  __m512 u[2];
+  for (int i = 0; i < 2; ++i) {
+    const __m512d x = _mm512_castps_pd(t[2 * i]), y = _mm512_castps_pd(t[2 * i + 1]);
+    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  // u[0]: sums 0..3 in each 128-bit lane, u[1]: sums 4..7
+  const __m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m256 lo = _mm512_castps512_ps256(z), hi = _mm512_extractf32x8_ps(z, 1);
+  _mm256_storeu_ps(s, _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)));
 #else
   for (int i = 0; i < 8; ++i) s[i] = hsum(a[i]);
 #endif
@@ -143,10 +162,17 @@ alignas(64) const float kZeroRow[256] = {};  // the pad key of an odd tile (0 in
 // j0 .. j0 + n - 1. L is how tiles are read: Pack converts each tile to f32
 // once (many row blocks reuse it), otherwise rows are read in place as D.
 template <class D, class L, bool Pack, class Src>
-void attend_tiles(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, const Src& src, Scratch& sc) {
+void attend_tiles(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t kend, float softcap, const Src& src,
+                  Scratch& sc) {
   using T = typename D::T;
   using LT = typename L::T;
-  float* O = sc.o.data();
+  // Rows row0 .. row0 + M - 1 of the scratch state.
+  const float* Q = sc.q.data() + row0 * dim;
+  float* O = sc.o.data() + row0 * dim;
+  float* mr = sc.m.data() + row0;
+  float* lr = sc.l.data() + row0;
+  const int64_t* lor = sc.lo.data() + row0;
+  const int64_t* hir = sc.hi.data() + row0;
   float* S = sc.s.data();
   const T* kr[NK];
   const T* vr[NK];
@@ -162,10 +188,10 @@ void attend_tiles(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, con
   for (int64_t j0 = k0; j0 < k1; j0 += NK) {
     const int n = int(std::min<int64_t>(NK, k1 - j0));
     bool any_row = false;
-    for (int r = 0; r < M && !any_row; ++r) any_row = sc.lo[r] < j0 + n && sc.hi[r] > j0;
+    for (int r = 0; r < M && !any_row; ++r) any_row = lor[r] < j0 + n && hir[r] > j0;
     if (!any_row) continue;
-    if (j0 + kPrefetch < k1) {
-      const int np = int(std::min<int64_t>(NK, k1 - j0 - kPrefetch));
+    if (j0 + kPrefetch < kend) {
+      const int np = int(std::min<int64_t>(NK, kend - j0 - kPrefetch));
       src.rows(j0 + kPrefetch, np, pk, pv);
       for (int j = 0; j < np; ++j)
         for (int64_t b = 0; b < dim * int64_t(sizeof(T)); b += 64) {
@@ -192,11 +218,11 @@ void attend_tiles(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, con
     const int ne = n + (n & 1);
     if (n & 1) kt[n] = reinterpret_cast<const LT*>(kZeroRow);
     by_row_blocks(M, [&](int r, auto R) {
-      scores_rows<L, decltype(R)::value>(sc.q.data() + r * dim, kt, S + r * NK, dim, ne);
+      scores_rows<L, decltype(R)::value>(Q + r * dim, kt, S + r * NK, dim, ne);
     });
     for (int r = 0; r < M; ++r) {
       float* s = S + r * NK;
-      const int64_t lo = sc.lo[r] - j0, hi = sc.hi[r] - j0;
+      const int64_t lo = lor[r] - j0, hi = hir[r] - j0;
       vf mx = splat(kNegInf);
       for (int j = 0; j < NK; j += W) {
         vf x = load<F32>(s + j);
@@ -210,7 +236,7 @@ void attend_tiles(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, con
         mx = vmax(mx, x);
       }
       const float mt = hmax(mx);
-      const float m_old = sc.m[r];
+      const float m_old = mr[r];
       const float m_new = std::max(m_old, mt);
       if (m_new == kNegInf) {  // every key so far masked: nothing to add
         for (int j = 0; j < NK; ++j) s[j] = 0.f;
@@ -224,27 +250,28 @@ void attend_tiles(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, con
       }
       if (m_new > m_old) {
         const float alpha = m_old == kNegInf ? 0.f : std::exp(m_old - m_new);
-        sc.l[r] *= alpha;
+        lr[r] *= alpha;
         float* o = O + r * dim;
         for (int64_t d = 0; d < dim; d += W) store<F32>(o + d, load<F32>(o + d) * alpha);
-        sc.m[r] = m_new;
+        mr[r] = m_new;
       }
-      sc.l[r] += hsum(sum);
+      lr[r] += hsum(sum);
     }
     by_row_blocks(M, [&](int r, auto R) { pv_block<L, decltype(R)::value>(S + r * NK, vt, O + r * dim, dim, n); });
   }
 }
 
 template <class D, class Src>
-void attend(int M, int64_t dim, int64_t k0, int64_t k1, float softcap, const Src& src, Scratch& sc) {
-  if (std::is_same<D, F32>::value || M <= 4) attend_tiles<D, D, false>(M, dim, k0, k1, softcap, src, sc);
-  else attend_tiles<D, F32, true>(M, dim, k0, k1, softcap, src, sc);
+void attend(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t kend, float softcap, const Src& src,
+            Scratch& sc) {
+  if (std::is_same<D, F32>::value || M <= 4) attend_tiles<D, D, false>(M, row0, dim, k0, k1, kend, softcap, src, sc);
+  else attend_tiles<D, F32, true>(M, row0, dim, k0, k1, kend, softcap, src, sc);
 }
 
-// Resets the state of M rows and loads their queries (times scale).
-template <class D, class QP> void load_rows(int M, int64_t dim, float scale, const QP& qptr, Scratch& sc) {
-  for (int r = 0; r < M; ++r) {
-    const typename D::T* q = qptr(r);
+// Resets the state of rows [row0, row0 + M) and loads their queries (times scale; qptr(r) for r < M).
+template <class D, class QP> void load_rows(int M, int row0, int64_t dim, float scale, const QP& qptr, Scratch& sc) {
+  for (int r = row0; r < row0 + M; ++r) {
+    const typename D::T* q = qptr(r - row0);
     for (int64_t d = 0; d < dim; d += W) store<F32>(sc.q.data() + r * dim + d, load<D>(q + d) * scale);
     std::memset(sc.o.data() + r * dim, 0, sizeof(float) * dim);
     sc.m[r] = kNegInf;
@@ -301,50 +328,60 @@ template <class T> struct RaggedRows {
 };
 
 // ---------------------------------------------------------------- decode
+// A task is one sequence's key range, all of its kv heads: kChunk keys at a
+// time, each head in turn. The cache holds every head of a token together
+// (rows of one head are a page apart), so a chunk's pages are read whole, once,
+// while they are in the TLB and the cache; head by head over the whole range
+// touched a new page at every key.
+constexpr int64_t kChunk = 64;
+
 // Splits so that about 4 tasks per thread exist, each with at least 256 keys.
 int64_t decode_splits(const DecodeArgs& a) {
   int64_t longest = 0;
   for (int64_t b = 0; b < a.batch; ++b) longest = std::max<int64_t>(longest, a.kv.kv_lens[b]);
-  const int64_t groups = a.batch * a.kv_heads;
-  const int64_t want = (4 * num_threads() + groups - 1) / std::max<int64_t>(groups, 1);
+  const int64_t want = (4 * num_threads() + a.batch - 1) / std::max<int64_t>(a.batch, 1);
   return std::max<int64_t>(1, std::min<int64_t>(want, (longest + 255) / 256));
 }
 
 template <class D> void decode_typed(const DecodeArgs& a) {
   using T = typename D::T;
-  const int64_t G = a.q_heads / a.kv_heads, dim = a.dim;
+  const int64_t G = a.q_heads / a.kv_heads, H = a.kv_heads, dim = a.dim;
   const int64_t splits = decode_splits(a);
-  const int64_t groups = a.batch * a.kv_heads;
+  const int64_t groups = a.batch * H;
   // Partial states of split s of group g: m, l per row, then O [G, D].
   const int64_t part = G * (dim + 2);
   std::vector<float> parts(splits > 1 ? groups * splits * part : 0);
-  parallel_for(groups * splits, [&](int64_t task, int) {
-    const int64_t g = task / splits, sp = task % splits, b = g / a.kv_heads, h = g % a.kv_heads;
+  parallel_for(a.batch * splits, [&](int64_t task, int) {
+    const int64_t b = task / splits, sp = task % splits;
     const int64_t len = a.kv.kv_lens[b];
     Scratch& sc = tls;
-    sc.size(G, dim);
-    const T* q = static_cast<const T*>(a.q) + b * a.q_stride_b + h * G * a.q_stride_h;
-    load_rows<D>(int(G), dim, a.opt.scale, [&](int r) { return q + r * a.q_stride_h; }, sc);
+    sc.size(H * G, dim);
     int64_t lo = 0;
     if (a.opt.window > 0) lo = std::max<int64_t>(0, len - a.opt.window);
-    for (int r = 0; r < G; ++r) sc.lo[r] = lo, sc.hi[r] = len;
+    const T* q = static_cast<const T*>(a.q) + b * a.q_stride_b;
+    load_rows<D>(int(H * G), 0, dim, a.opt.scale, [&](int r) { return q + r * a.q_stride_h; }, sc);
+    for (int r = 0; r < H * G; ++r) sc.lo[r] = lo, sc.hi[r] = len;
     const int64_t k0 = lo + (len - lo) * sp / splits, k1 = lo + (len - lo) * (sp + 1) / splits;
-    const PagedRows<T> src{a.kv, a.kv.block_table + b * a.kv.bt_stride, h};
-    attend<D>(int(G), dim, k0, k1, a.opt.softcap, src, sc);
-    if (splits > 1) {
-      float* p = parts.data() + (g * splits + sp) * part;
-      for (int r = 0; r < G; ++r) {
-        p[r] = sc.m[r];
-        p[G + r] = sc.l[r];
-        std::memcpy(p + 2 * G + r * dim, sc.o.data() + r * dim, sizeof(float) * dim);
+    const int32_t* table = a.kv.block_table + b * a.kv.bt_stride;
+    for (int64_t c0 = k0; c0 < k1; c0 += kChunk)
+      for (int64_t h = 0; h < H; ++h)
+        attend<D>(int(G), int(h * G), dim, c0, std::min(c0 + kChunk, k1), k1, a.opt.softcap,
+                  PagedRows<T>{a.kv, table, h}, sc);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = b * H + h;
+      for (int64_t i = 0; i < G; ++i) {
+        const int64_t r = h * G + i;
+        if (splits > 1) {
+          float* p = parts.data() + (g * splits + sp) * part;
+          p[i] = sc.m[r];
+          p[G + i] = sc.l[r];
+          std::memcpy(p + 2 * G + i * dim, sc.o.data() + r * dim, sizeof(float) * dim);
+          continue;
+        }
+        T* out = static_cast<T*>(a.o.out) + b * a.o.out_stride_t + r * a.o.out_stride_h;
+        float* lse = a.o.lse ? a.o.lse + b * a.o.lse_stride_t + r * a.o.lse_stride_h : nullptr;
+        finish_row<D>(sc.m[r], sc.l[r], sc.o.data() + r * dim, sink_of(a.opt, r), dim, out, lse);
       }
-      return;
-    }
-    for (int r = 0; r < G; ++r) {
-      const int64_t hq = h * G + r;
-      T* out = static_cast<T*>(a.o.out) + b * a.o.out_stride_t + hq * a.o.out_stride_h;
-      float* lse = a.o.lse ? a.o.lse + b * a.o.lse_stride_t + hq * a.o.lse_stride_h : nullptr;
-      finish_row<D>(sc.m[r], sc.l[r], sc.o.data() + r * dim, sink_of(a.opt, hq), dim, out, lse);
     }
   });
   if (splits == 1) return;
@@ -399,7 +436,7 @@ template <class D> void prefill_typed(const PrefillArgs& a) {
     Scratch& sc = tls;
     sc.size(M, dim);
     const T* q = static_cast<const T*>(a.q);
-    load_rows<D>(M, dim, a.opt.scale, [&](int r) {
+    load_rows<D>(M, 0, dim, a.opt.scale, [&](int r) {
       return q + (start + t0 + r / G) * a.q_stride_t + (h * G + r % G) * a.q_stride_h;
     }, sc);
     int64_t k0 = len, k1 = 0;
@@ -412,11 +449,11 @@ template <class D> void prefill_typed(const PrefillArgs& a) {
     }
     if (a.paged) {
       const PagedRows<T> src{a.kv, a.kv.block_table + b * a.kv.bt_stride, h};
-      attend<D>(M, dim, k0, k1, a.opt.softcap, src, sc);
+      attend<D>(M, 0, dim, k0, k1, k1, a.opt.softcap, src, sc);
     } else {
       const T* k = static_cast<const T*>(a.k) + start * a.k_stride_t + h * a.k_stride_h;
       const T* v = static_cast<const T*>(a.v) + start * a.v_stride_t + h * a.v_stride_h;
-      attend<D>(M, dim, k0, k1, a.opt.softcap, RaggedRows<T>{k, a.k_stride_t, v, a.v_stride_t}, sc);
+      attend<D>(M, 0, dim, k0, k1, k1, a.opt.softcap, RaggedRows<T>{k, a.k_stride_t, v, a.v_stride_t}, sc);
     }
     for (int r = 0; r < M; ++r) {
       const int64_t t = start + t0 + r / G, hq = h * G + r % G;
