@@ -142,6 +142,43 @@ def test_results_do_not_depend_on_the_thread_count(m):
     assert got[0] == got[1] == got[2]
 
 
+def legacy_paths():
+    """(isa, vnni) for each int8 GEMV path of the legacy blocks this CPU runs."""
+    isas = braze._cpu.isas_supported()
+    paths = [(isa, False) for isa in ("avx2", "avx512") if isa in isas]
+    if "avx512" in isas and braze._cpu.quant_vnni():
+        paths.append(("avx512", True))
+    return paths
+
+
+@pytest.mark.skipif(len(legacy_paths()) < 2, reason="one int8 GEMV path of the legacy blocks on this CPU")
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"])
+def test_legacy_blocks_are_bit_identical_on_every_path(fmt):
+    """avx2 (two 256-bit accumulators), avx512 (two blocks a vector, K in chunks that stay in L1)
+    and avx512 + VNNI (vpdpbusd on unsigned levels from x's offsets) sum the same exact int32
+    lanes into the same float lanes in the same order: the results agree bit for bit, at an
+    odd block count and a K of many chunks, for 1 to 16 rows."""
+    rng = np.random.default_rng(21)
+    n = 21
+    vnni = braze._cpu.quant_vnni()
+    for k in (3 * 32, 1001 * 32):
+        qw = quant.QuantizedTensor(fmt, (n, k), weight(fmt, n, k, "float32", rng)[0])
+        x = (rng.standard_normal((16, k)) * rng.uniform(0.1, 10, (16, 1))).astype(np.float32)
+        for m in (1, 2, 5, 16):
+            got = {}
+            for isa, v in legacy_paths():
+                with cpu_isa(isa):
+                    braze._cpu.set_quant_vnni(v)
+                    try:
+                        got[isa, v] = np.asarray(quant.matmul(x[:m], qw))
+                    finally:
+                        braze._cpu.set_quant_vnni(vnni)
+            first = next(iter(got.values()))
+            assert np.isfinite(first).all()
+            for key, y in got.items():
+                assert np.array_equal(y.view(np.uint32), first.view(np.uint32)), (key, k, m)
+
+
 @pytest.mark.parametrize("isa", braze._cpu.isas_supported())
 def test_every_cpu_isa(isa):
     rng = np.random.default_rng(9)

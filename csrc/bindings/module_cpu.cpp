@@ -75,6 +75,11 @@ NB_MODULE(_cpu, m) {
         "Whether quant.matmul's GEMV quantizes x to int8 for the GGML formats (docs/quant.md).");
   m.def("set_quant_int8_activations", &cpu::set_quant_int8_activations, nb::arg("on"),
         "False runs every format's matmul with exact float32 x (rows past 16: the f32 GEMM).");
+  m.def("quant_vnni", &cpu::quant_vnni,
+        "Whether the avx512 build's int8 GEMV of q8_0 / q4_0 / q4_1 / q5_0 / q5_1 / iq4_nl uses AVX-512 VNNI.");
+  m.def("set_quant_vnni", &cpu::set_quant_vnni, nb::arg("on"),
+        "For tests: False runs those formats' vpmaddubsw path (the same results); True where the CPU "
+        "has no VNNI raises ValueError.");
   // The copy ceiling of `braze bench`: the pool's threads each memcpy one slice.
   m.def("copy", [](bind::Array src, nb::ndarray<> dst) {
     size_t n = src.nbytes();

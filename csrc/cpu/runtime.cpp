@@ -303,6 +303,27 @@ std::atomic<bool> g_int8_act{true};
 bool quant_int8_activations() { return g_int8_act.load(std::memory_order_relaxed); }
 void set_quant_int8_activations(bool on) { g_int8_act.store(on, std::memory_order_relaxed); }
 
+bool cpu_has_vnni() {
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  return isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+namespace {
+std::atomic<int> g_vnni{-1};  // -1: not chosen yet (on where the CPU has it)
+}
+bool quant_vnni() {
+  int v = g_vnni.load(std::memory_order_relaxed);
+  if (v < 0) g_vnni.store(v = cpu_has_vnni() ? 1 : 0, std::memory_order_relaxed);
+  return v == 1;
+}
+void set_quant_vnni(bool on) {
+  if (on && !cpu_has_vnni()) throw ValueError("on: this CPU (or build) has no AVX-512 VNNI");
+  g_vnni.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
 void set_num_threads(int n) {
   g_threads.store(std::max(1, n));
   pool().resize(std::max(1, n));

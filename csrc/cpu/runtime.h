@@ -26,6 +26,11 @@ void set_stream_min_bytes(int64_t bytes);  // < 0: back to the default
 // docs/quant.md): on by default; off runs every format with exact f32 x.
 bool quant_int8_activations();
 void set_quant_int8_activations(bool on);
+// The int8 GEMV of the legacy GGML blocks uses AVX-512 VNNI (vpdpbusd) in the avx512
+// build where the CPU has it (default); off (tests) runs the vpmaddubsw path. Same results.
+bool cpu_has_vnni();
+bool quant_vnni();
+void set_quant_vnni(bool on);  // on where the CPU has no VNNI: ValueError
 void set_num_threads(int n);
 
 // Runs fn(task, worker) for task in [0, tasks) on the pool; the calling thread
