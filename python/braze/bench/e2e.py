@@ -36,7 +36,6 @@ from typing import Optional
 import numpy as np
 
 from .. import _cpu, gguf_decode
-from . import llama_peer
 
 WARMUP_PROMPT, WARMUP_STEPS = 4, 2  # the shortest run allowed; the warm-up's decode steps
 
@@ -66,8 +65,10 @@ def run_llama_cpp(path, device, threads, prompt, tokens):
         with open(req, "w") as f:
             json.dump({"path": os.fspath(path), "device": device, "threads": threads, "prompt": list(prompt),
                        "tokens": list(tokens), "warmup_steps": WARMUP_STEPS}, f)
-        # the file, not ``-m braze.bench...``: the child imports neither braze nor torch
-        p = subprocess.run([sys.executable, llama_peer.__file__, req, res], capture_output=True, text=True)
+        # run as a file, never imported here or as ``-m braze.bench...``: the child imports
+        # llama_cpp and numpy only, neither braze nor torch
+        peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llama_peer.py")
+        p = subprocess.run([sys.executable, peer, req, res], capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"llama.cpp's run failed (exit {p.returncode}): {(p.stderr or p.stdout)[-2000:]}")
         with np.load(res) as r:

@@ -4,7 +4,9 @@ llama-cpp-python's CUDA build crashes when it loads a model into a process
 that imported torch first (seen on the H200: two CUDA runtimes / cuBLAS builds
 in one process), and braze's CUDA path uses torch tensors. So the parent
 writes the request as JSON, this module runs llama.cpp and writes the logits
-and step times to an ``.npz``. It imports numpy and llama_cpp only.
+and step times to an ``.npz``. It imports llama_cpp, then numpy, and nothing
+else: with numpy imported first, the CUDA build segfaulted loading a model
+on the H200 host (numpy 2.5 with its OpenBLAS; 2026-12-05).
 
     python -m braze.bench.llama_peer REQUEST.json RESULT.npz
 """
@@ -14,6 +16,7 @@ import json
 import sys
 import time
 
+import llama_cpp  # before numpy (see above)
 import numpy as np
 
 
@@ -21,7 +24,6 @@ def run(path, device, threads, prompt, tokens, warmup_steps):
     """Evaluates ``prompt`` then ``tokens[:-1]`` one by one (teacher forcing) after a
     warm-up on the same prompt; returns the last position's logits of each
     evaluation [len(tokens), V] and its wall time (logits copied out)."""
-    import llama_cpp
     from llama_cpp import Llama
 
     n = max(len(prompt), 8)
