@@ -362,9 +362,11 @@ def embed(model: Model, ids):
     return ops.embedding(ids, t)
 
 
-def attention_block(model: Model, layer: Layer, index: int, y, positions, cache: PagedKVCache):
+def attention_block(model: Model, layer: Layer, index: int, y, positions, cache: PagedKVCache, lens):
     """Self-attention of the T new tokens (normed input ``y[T, H]``) at ``positions``,
-    their keys and values appended to the cache; returns ``[T, H]`` (before the residual)."""
+    their keys and values appended to the cache; returns ``[T, H]`` (before the residual).
+    ``lens``: ``(kv_lens, cu_seqlens)`` on the device, the same for every layer
+    (``cu_seqlens`` None for one token)."""
     cfg = model.config
     n = int(y.shape[0])
     qd, kd = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
@@ -376,11 +378,10 @@ def attention_block(model: Model, layer: Layer, index: int, y, positions, cache:
     rope.rope_qk(q, k, positions, inv_freq=model.inv_freq, rotary_dim=cfg.rotary_dim, interleaved=True,
                  q_out=q, k_out=k)
     attention.append_kv(k, v, cache.k[index], cache.v[index], positions)  # slot = position
-    kv_lens = model.place.int32([cache.length + n])
+    kv_lens, cu = lens
     if n == 1:
         o = attention.decode(q, cache.k[index], cache.v[index], cache.block_table, kv_lens)
     else:
-        cu = model.place.int32([0, n])
         o = attention.prefill_paged(q, cache.k[index], cache.v[index], cache.block_table, cu, kv_lens)
     return quant.matmul(o.reshape(n, cfg.heads * cfg.head_dim), layer.attn_output)
 
@@ -410,10 +411,13 @@ def forward(model: Model, ids, cache: PagedKVCache):
     if cache.length + n > cache.capacity:
         raise ValueError(f"the cache holds {cache.capacity} tokens; {cache.length} + {n} do not fit")
     positions = model.place.int32(np.arange(cache.length, cache.length + n))
+    # the cached length after this step, copied to the device once (not once a layer:
+    # each host-to-device copy of a torch tensor waits for the GPU's queue)
+    lens = (model.place.int32([cache.length + n]), model.place.int32([0, n]) if n > 1 else None)
     h = embed(model, ids)  # the residual stream [T, H]
     y = norm.rms_norm(h, model.layers[0].attn_norm, eps=cfg.eps)
     for i, layer in enumerate(model.layers):
-        a = attention_block(model, layer, i, y, positions, cache)
+        a = attention_block(model, layer, i, y, positions, cache, lens)
         y, h = norm.add_rms_norm(a, h, layer.ffn_norm, eps=cfg.eps, residual_out=h)
         m = mlp_block(model, layer, y)
         if i + 1 < len(model.layers):
