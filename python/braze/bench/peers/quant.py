@@ -1,5 +1,6 @@
-"""Peers of the quant family (``braze bench``): the GGML maintainers' numpy
-codecs (``gguf.quants``) on the CPU, where installed."""
+"""Peers of the quant family (``braze bench``) on the CPU, where installed: the GGML
+maintainers' numpy codecs (``gguf.quants``) for dequantize, ggml's own CPU matmul
+(bench/ggml_peer.py, from llama-cpp-python's libraries) for matmul."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,6 +11,11 @@ from ...reference.quant import out_dtype
 
 
 def cpu_ops(op):
+    if op.startswith("matmul_"):
+        from ..ggml_peer import GGML_TYPES, library_dir
+
+        fmt = op[len("matmul_"):]
+        return [("ggml", _ggml_matmul(fmt))] if fmt in GGML_TYPES and library_dir() else []
     if not op.startswith("dequantize_") or importlib.util.find_spec("gguf") is None:
         return []
     from gguf import GGMLQuantizationType as T
@@ -27,3 +33,15 @@ def cpu_ops(op):
 
 # quantize_activations: torch's composition (amax, divide, clamp, cast).
 from .quant_mx import torch_ops  # noqa: E402,F401
+
+
+def _ggml_matmul(fmt):
+    from .. import ggml_peer
+    from ... import _cpu
+
+    def matmul(x, data, scales=None, biases=None, tensor_scale=None, *, format, bias=None, group_size=None):
+        out = ggml_peer.matmul(_cpu.num_threads())(x.reshape(-1, x.shape[-1]), data, fmt)
+        if bias is not None:
+            out += bias
+        return out.reshape(*x.shape[:-1], data.shape[0])
+    return matmul
