@@ -160,8 +160,9 @@ def main(argv=None):
     pb.add_argument("--plot", metavar="PATH",
                     help="also draw a PNG: each row's %% of the copy ceiling, labelled (needs matplotlib)")
     pb.add_argument("--peers", metavar="LIST",
-                    help="comma list of peers to time beside braze: numpy, torch (cpu); torch, torch.compile, "
-                         "liger (cuda); llama.cpp (--e2e). Default: every one installed")
+                    help="comma list of peers to time beside braze: numpy, torch, gguf (dequantize), ggml "
+                         "(quant matmul; from llama-cpp-python) on cpu; torch, torch.compile, liger, flashinfer "
+                         "(cuda); llama.cpp (--e2e). Default: every one installed")
     pb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     pe = pb.add_argument_group("a model end to end (--e2e)")
     pe.add_argument("--e2e", metavar="MODEL.gguf",
