@@ -96,6 +96,7 @@ def test_e2e_command(tiny, tmp_path, capsys):
     (["--prompt-tokens", "2"], "--prompt-tokens must be >= 4"),
     (["--threads", "0"], "--threads must be >= 1"),
     (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--cuda-graph"], "--cuda-graph needs --backend cuda"),
 ])
 def test_e2e_errors(tiny, capsys, argv, message):
     base = ["bench", "--e2e", str(tiny), "--peers", "none"]

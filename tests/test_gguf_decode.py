@@ -258,3 +258,21 @@ def test_cuda_matches_cpu(model_file, reference, exact_activations):
     assert cuda_tokens == cpu_tokens == reference[1]
     scale = np.sqrt(np.mean(reference[0] ** 2))
     assert np.abs(cuda_logits - reference[0]).max() <= 2e-5 * scale  # f32 on both: the CPU test's bound
+
+
+def test_cuda_graph_needs_cuda(model_file):
+    with pytest.raises(ValueError, match="cuda_graph=True needs the model on device cuda"):
+        example.generate(model_file, PROMPT, 2, cuda_graph=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_ready(), reason="no CUDA GPU, torch or braze._cuda here")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_graph_step_equals_eager(model_file, dtype):
+    """Decode steps replayed from one captured CUDA graph give the eager steps' logits and tokens
+    (the same kernels on the same inputs: equal bits)."""
+    model = example.load_model(model_file, device="cuda", dtype=dtype)
+    eager_logits, eager_tokens = example.generate(model, PROMPT, N_TOKENS)
+    graph_logits, graph_tokens = example.generate(model, PROMPT, N_TOKENS, cuda_graph=True)
+    assert graph_tokens == eager_tokens
+    np.testing.assert_array_equal(graph_logits, eager_logits)

@@ -113,7 +113,7 @@ def cmd_bench(args):
 
             e2e.run(args.e2e, backend=args.backend, dtype=None if args.dtype == "all" else args.dtype,
                     prompt_tokens=args.prompt_tokens, decode_tokens=args.decode_tokens, threads=args.threads,
-                    rounds=args.rounds,
+                    rounds=args.rounds, cuda_graph=args.cuda_graph,
                     peers=peers, json_path=args.json)
             return 0
         run(family=args.family, op=args.op, backend=args.backend, dtype=args.dtype, full=args.full,
@@ -173,6 +173,8 @@ def main(argv=None):
     pe.add_argument("--decode-tokens", type=int, default=32, help="decode steps timed (default 32)")
     pe.add_argument("--rounds", type=int, default=3, help="braze and llama.cpp alternate this many times (default 3)")
     pe.add_argument("--threads", type=int, help="CPU threads for braze and llama.cpp (default: braze's)")
+    pe.add_argument("--cuda-graph", action="store_true",
+                    help="cuda: braze's decode steps replay one captured CUDA graph (as llama.cpp's do)")
     args = p.parse_args(argv)
     return {"info": cmd_info, "list": cmd_list, "check": cmd_check, "bench": cmd_bench}[args.cmd](args)
 

@@ -406,7 +406,6 @@ def _project(model: Model, y, parts, width: int):
 def forward(model: Model, ids, cache: PagedKVCache):
     """Runs ``ids[T]`` (int32, on the device) after the cache's tokens; returns the
     logits ``[1, V]`` of the last one (activation dtype) and advances the cache."""
-    cfg = model.config
     n = int(ids.shape[0])
     if cache.length + n > cache.capacity:
         raise ValueError(f"the cache holds {cache.capacity} tokens; {cache.length} + {n} do not fit")
@@ -414,6 +413,18 @@ def forward(model: Model, ids, cache: PagedKVCache):
     # the cached length after this step, copied to the device once (not once a layer:
     # each host-to-device copy of a torch tensor waits for the GPU's queue)
     lens = (model.place.int32([cache.length + n]), model.place.int32([0, n]) if n > 1 else None)
+    logits = forward_at(model, ids, positions, lens, cache)
+    cache.length += n
+    return logits
+
+
+def forward_at(model: Model, ids, positions, lens, cache: PagedKVCache):
+    """The math of :func:`forward`, with the positions ``[T]`` and ``lens``
+    (``(kv_lens [1], cu_seqlens [2] or None)``) given as device arrays; reads and
+    writes the cache's pages, not its ``length``. Nothing in it reads a device value
+    on the host, so on CUDA it can be captured in a graph (:class:`CudaGraphStep`)."""
+    cfg = model.config
+    n = int(ids.shape[0])
     h = embed(model, ids)  # the residual stream [T, H]
     y = norm.rms_norm(h, model.layers[0].attn_norm, eps=cfg.eps)
     for i, layer in enumerate(model.layers):
@@ -424,20 +435,66 @@ def forward(model: Model, ids, cache: PagedKVCache):
             y, h = norm.add_rms_norm(m, h, model.layers[i + 1].attn_norm, eps=cfg.eps, residual_out=h)
         else:  # only the last token's logits are wanted
             y, _ = norm.add_rms_norm(m[n - 1:], h[n - 1:], model.output_norm, eps=cfg.eps)
-    cache.length += n
     return quant.matmul(y, model.output)
 
 
+class CudaGraphStep:
+    """One decode step (T = 1) of ``model`` over ``cache``, captured once in a CUDA
+    graph (torch's) and replayed: a step is one graph launch where the eager step is
+    about 190 kernel launches issued from Python. The token id, its position and the
+    cached length live in device buffers that each call updates (three small
+    device-side writes, no host synchronization) before the replay; the logits come
+    back in the same static ``[1, V]`` tensor every step (read them before the next
+    call). Capture runs the step once first (on a side stream, as torch asks), which
+    writes the K / V of the current position: the replay writes the same values."""
+
+    def __init__(self, model: Model, cache: PagedKVCache, ids):
+        torch = model.place.torch
+        if torch is None or model.place.device != "cuda":
+            raise ValueError("cuda_graph: a CUDA graph needs the model on device cuda")
+        self.model, self.cache = model, cache
+        p = cache.length
+        self.ids = ids.clone()
+        self.positions = model.place.int32([p])
+        self.lens = (model.place.int32([p + 1]), None)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            forward_at(model, self.ids, self.positions, self.lens, cache)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = forward_at(model, self.ids, self.positions, self.lens, cache)
+
+    def __call__(self, ids):
+        """The logits ``[1, V]`` after feeding ``ids[1]`` (int32, on the GPU) at the
+        cache's next position; advances the cache."""
+        cache = self.cache
+        if cache.length + 1 > cache.capacity:
+            raise ValueError(f"the cache holds {cache.capacity} tokens; {cache.length} + 1 do not fit")
+        self.ids.copy_(ids)
+        self.positions.fill_(cache.length)
+        self.lens[0].fill_(cache.length + 1)
+        self.graph.replay()
+        cache.length += 1
+        return self.logits
+
+
 def generate(model, prompt: Sequence[int], n_tokens: int, *, device: str = "cpu",
-             dtype: str = "float32", timings: Optional[List[float]] = None) -> Tuple[np.ndarray, List[int]]:
+             dtype: str = "float32", timings: Optional[List[float]] = None,
+             cuda_graph: bool = False) -> Tuple[np.ndarray, List[int]]:
     """Prefills ``prompt`` (token ids) and decodes greedily: returns the logits of every
     step, float32 ``[n_tokens, V]`` (row 0: the prompt's last position; row s: the
     decode step that fed token s - 1), and the ``n_tokens`` chosen token ids.
     ``model``: a :class:`Model` or the path of a GGUF file (loaded on ``device``).
     ``timings``: a list that gets each step's wall time in seconds (the step's
-    logits copied to the host, so a GPU's work is finished), prefill first."""
+    logits copied to the host, so a GPU's work is finished), prefill first.
+    ``cuda_graph``: on CUDA, decode steps replay one captured graph
+    (:class:`CudaGraphStep`; the prefill and the capturing step run eagerly)."""
     if not isinstance(model, Model):
         model = load_model(model, device=device, dtype=dtype)
+    if cuda_graph and model.place.device != "cuda":
+        raise ValueError(f"cuda_graph=True needs the model on device cuda, not {model.place.device!r}")
     cfg = model.config
     prompt = [int(t) for t in prompt]
     if not prompt:
@@ -453,9 +510,12 @@ def generate(model, prompt: Sequence[int], n_tokens: int, *, device: str = "cpu"
     cache = PagedKVCache(model, total)
     ids = model.place.int32(prompt)
     logits, tokens = [], []
+    graphed = None
     for step in range(n_tokens):
         t0 = time.perf_counter()
-        row = forward(model, ids, cache)  # [1, V]
+        if cuda_graph and step == 1:  # the first decode step: captured (and run eagerly once) here
+            graphed = CudaGraphStep(model, cache, ids)
+        row = graphed(ids) if graphed is not None else forward(model, ids, cache)  # [1, V]
         nxt = sampling.argmax(row)  # int32 [1], stays on the device
         logits.append(model.place.host(row)[0])
         tokens.append(int(nxt[0]))
@@ -482,11 +542,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "mps", "metal"))
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
                     help="activations and KV cache (default float32)")
+    ap.add_argument("--cuda-graph", action="store_true", help="cuda: replay each decode step as one CUDA graph")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = load_model(args.model, device=args.device, dtype=args.dtype)
     t1 = time.perf_counter()
-    _, tokens = generate(model, args.prompt, args.tokens)
+    _, tokens = generate(model, args.prompt, args.tokens, cuda_graph=args.cuda_graph)
     t2 = time.perf_counter()
     print(f"braze {__version__}, {args.device}, {model.config.layers} layers, vocab {model.config.vocab}")
     print("tokens:", ",".join(map(str, tokens)))

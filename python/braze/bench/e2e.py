@@ -110,11 +110,12 @@ def _summary(impl, rounds, prompt_tokens):
 
 
 def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32, threads=None, rounds=3,
-        peers=None, json_path: Optional[str] = None, seed=0, out=print):
+        peers=None, json_path: Optional[str] = None, seed=0, out=print, cuda_graph=False):
     """Times braze (and llama.cpp where installed and not left out of ``peers``) on
     the GGUF file ``path``, ``rounds`` times each, alternating (a neighbour's load on
     a shared machine then falls on both); prints the table and returns its rows.
-    ``threads`` holds for this call only."""
+    ``threads`` holds for this call only. ``cuda_graph``: braze's decode steps replay a
+    captured CUDA graph (``gguf_decode.generate(..., cuda_graph=True)``; cuda only)."""
     if not os.path.isfile(path):
         raise ValueError(f"--e2e: {path!r} is not a file")
     if prompt_tokens < WARMUP_PROMPT or decode_tokens < WARMUP_STEPS:
@@ -125,6 +126,8 @@ def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32,
         raise ValueError(f"--backend must be cpu, cuda or metal for --e2e, got {backend!r}")
     device = {"metal": "mps"}.get(backend, backend)
     dtype = dtype or {"cpu": "float32", "cuda": "bfloat16", "mps": "float16"}[device]
+    if cuda_graph and device != "cuda":
+        raise ValueError(f"--cuda-graph needs --backend cuda, got {backend!r}")
     if threads is not None and threads < 1:
         raise ValueError(f"--threads must be >= 1, got {threads}")
     before = _cpu.num_threads()
@@ -132,19 +135,20 @@ def run(path, *, backend="cpu", dtype=None, prompt_tokens=128, decode_tokens=32,
         _cpu.set_num_threads(threads)  # for this run only: restored below
     try:
         return _run(path, backend, device, dtype, _cpu.num_threads(), prompt_tokens, decode_tokens, rounds, peers,
-                    json_path, seed, out)
+                    json_path, seed, out, cuda_graph)
     finally:
         if _cpu.num_threads() != before:
             _cpu.set_num_threads(before)
 
 
-def _run(path, backend, device, dtype, threads, prompt_tokens, decode_tokens, rounds, peers, json_path, seed, out):
+def _run(path, backend, device, dtype, threads, prompt_tokens, decode_tokens, rounds, peers, json_path, seed, out,
+         cuda_graph):
     from .harness import commit, device_name
 
     model = gguf_decode.load_model(path, device=device, dtype=dtype)
     cfg = model.config
     prompt = _prompt(cfg.vocab, prompt_tokens, seed)
-    gguf_decode.generate(model, prompt, WARMUP_STEPS)
+    gguf_decode.generate(model, prompt, WARMUP_STEPS, cuda_graph=cuda_graph)
     if peers is not None and "llama.cpp" not in peers:
         peer_note = "llama.cpp: left out by --peers"
     elif not llama_cpp_available():
@@ -154,7 +158,7 @@ def _run(path, backend, device, dtype, threads, prompt_tokens, decode_tokens, ro
     ours, theirs, logits, tokens, their_logits, failure = [], [], None, None, None, None
     for _ in range(rounds):
         times = []
-        logits, tokens = gguf_decode.generate(model, prompt, decode_tokens + 1, timings=times)
+        logits, tokens = gguf_decode.generate(model, prompt, decode_tokens + 1, timings=times, cuda_graph=cuda_graph)
         ours.append(times)
         if peer_note is None and failure is None:
             try:
@@ -170,7 +174,7 @@ def _run(path, backend, device, dtype, threads, prompt_tokens, decode_tokens, ro
     out(f"{os.path.basename(path)}: {cfg.layers} layers, hidden {cfg.hidden}, FFN {cfg.ffn}, "
         f"{cfg.heads}/{cfg.kv_heads} heads, vocab {cfg.vocab}")
     out(f"{backend} ({device_name(backend)}), {dtype} activations; prompt {prompt_tokens} tokens, "
-        f"{decode_tokens} decode steps, {rounds} rounds")
+        f"{decode_tokens} decode steps, {rounds} rounds" + (", braze's decode steps as one CUDA graph" if cuda_graph else ""))
     out(f"{'impl':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'ms/token':>9} {'rounds':>13}  logits beside braze's")
     for r in rows:
         _row(r, out)
@@ -180,7 +184,8 @@ def _run(path, backend, device, dtype, threads, prompt_tokens, decode_tokens, ro
         with open(json_path, "w") as f:
             json.dump({"model": os.path.abspath(path), "config": cfg.__dict__, "backend": backend, "dtype": dtype,
                        "threads": threads, "prompt_tokens": prompt_tokens, "decode_tokens": decode_tokens,
-                       "rounds": rounds, "device": device_name(backend), "commit": commit(), "rows": rows},
+                       "rounds": rounds, "cuda_graph": cuda_graph, "device": device_name(backend), "commit": commit(),
+                       "rows": rows},
                       f, indent=1)
     if failure is not None:
         raise failure
