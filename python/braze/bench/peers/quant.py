@@ -21,7 +21,13 @@ def cpu_ops(op):
     from gguf import GGMLQuantizationType as T
     from gguf import quants as gq
 
-    t = getattr(T, op[len("dequantize_"):].upper(), None)
+    from ...reference.quant import BLOCKS
+
+    # GGUF's own block layouts only: braze's mxfp4 / nvfp4 are the split OCP / NVIDIA layouts
+    # (codes and scales apart), which gguf.quants does not read; GGUF's are *_gguf here
+    fmt = op[len("dequantize_"):]
+    name = fmt.upper() if fmt in BLOCKS else fmt[:-len("_gguf")].upper() if fmt.endswith("_gguf") else None
+    t = getattr(T, name, None) if name else None
     if t is None or t == T.Q8_K:  # gguf.quants has no q8_K decoder
         return []
 
