@@ -31,12 +31,14 @@ run)
   cd /tmp
   timeout 150 python3 -m braze.bench.gguf_random /tmp/m1b.gguf --shape 1b 2>/dev/null
   timeout 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider "$R/tests/test_torch_ops.py" "$R/tests/test_ops.py" \
-    "$R/tests/test_gguf_decode.py" > "$O/pytest_cuda.log" 2>&1; echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")"
+    "$R/tests/test_gguf_decode.py" -rf > "$O/pytest_cuda.log" 2>&1; echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")"
   timeout 90 python3 -m pytest -q -p no:cacheprovider "$R/tests/test_bench_e2e.py" > "$O/pytest_e2e.log" 2>&1
   echo "pytest e2e rc $?: $(tail -1 "$O/pytest_e2e.log")"
   for dt in bfloat16 float32; do
     timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype $dt --prompt-tokens 512 \
       --decode-tokens 64 --json "$O/e2e_cuda_$dt.json"
-  done ;;
+  done
+  timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype bfloat16 --prompt-tokens 512 \
+    --decode-tokens 64 --cuda-graph --peers none --json "$O/e2e_cuda_bfloat16_graph.json" ;;
 *) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac
