@@ -40,3 +40,19 @@ def test_ggml_matmul_rejects_what_it_cannot_run():
         engine(np.zeros((1, 64), np.float64), data, "q8_0")
     with pytest.raises(ValueError, match="format"):
         engine(np.zeros((1, 64), np.float32), data, "nvfp4")
+
+
+def test_ggml_matmul_checks_shapes_before_ggml():
+    """ggml aborts the process on shapes it rejects: the peer refuses them first, by argument."""
+    engine = ggml_peer.matmul(2)
+    data = qm.weight("q4_0", 8, 64, "float32", np.random.default_rng(0))[0]
+    with pytest.raises(ValueError, match=r"x must be \[M, K\]"):
+        engine(np.zeros(64, np.float32), data, "q4_0")
+    for k in (96, 33):
+        with pytest.raises(ValueError, match="data: 36 bytes a row do not hold K"):
+            engine(np.zeros((1, k), np.float32), data, "q4_0")
+    with pytest.raises(ValueError, match="data must be uint8"):
+        engine(np.zeros((1, 64), np.float32), data.astype(np.float32), "q4_0")
+    assert engine(np.zeros((0, 64), np.float32), data, "q4_0").shape == (0, 8)
+    x = np.broadcast_to(np.linspace(-1, 1, 64, dtype=np.float32), (3, 64))  # stride-0 rows
+    np.testing.assert_array_equal(engine(x, data, "q4_0"), engine(np.ascontiguousarray(x), data, "q4_0"))

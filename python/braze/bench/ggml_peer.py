@@ -19,10 +19,14 @@ import os
 
 import numpy as np
 
+from ..reference.quant import BLOCKS
+
 # GGML type ids (ggml.h) of the braze formats ggml multiplies.
 GGML_TYPES = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10, "q3_K": 11, "q4_K": 12,
               "q5_K": 13, "q6_K": 14, "iq4_nl": 20, "iq4_xs": 23, "mxfp4_gguf": 39}
 # Types ggml-cpu repacks on x86 (repack.cpp, ggml_repack_get_optimal_repack_type): AVX2 / AVX-512 needed.
+# (elements, bytes) of a block of each: the GGML blocks' table, and GGUF's mxfp4 (an e8m0 byte and 16)
+_BLOCKS = dict(BLOCKS, mxfp4_gguf=(32, 17))
 _REPACK_AVX2 = {"q4_0", "q4_K", "iq4_nl", "mxfp4_gguf"}
 _REPACK_AVX512 = {"q2_K"}
 _GGML_F32 = 0
@@ -165,12 +169,23 @@ class GgmlMatmul:
         return self.weights[key][3]
 
     def __call__(self, x, data, fmt):
+        """Checked here, before ggml sees anything: ggml aborts the process on shapes it rejects."""
         if fmt not in GGML_TYPES:
             raise ValueError(f"format: ggml has no {fmt!r}")
-        x = np.asarray(x)
+        x, data = np.asarray(x), np.asarray(data)
         if x.dtype != np.float32:
             raise TypeError(f"x must be float32 for ggml's CPU matmul, got {x.dtype}")
+        if x.ndim != 2:
+            raise ValueError(f"x must be [M, K], got shape {x.shape}")
+        if data.dtype != np.uint8 or data.ndim != 2:
+            raise ValueError(f"data must be uint8 [N, K / block * bytes], got {data.dtype} {data.shape}")
         m, k = x.shape
+        block, nbytes = _BLOCKS[fmt]
+        if k % block or data.shape[1] != k // block * nbytes:
+            raise ValueError(f"data: {data.shape[1]} bytes a row do not hold K = {k} elements of {fmt} "
+                             f"(blocks of {block} in {nbytes} bytes)")
+        if m == 0 or data.shape[0] == 0:
+            return np.zeros((m, data.shape[0]), np.float32)
         w = self._weight(data, fmt, k)
         key = (id(data), m)
         if key not in self.graphs:
