@@ -423,7 +423,7 @@ template <class D> int32_t sample_row_radix(const SampleArgs& a, int64_t r, Work
 }
 
 struct SampleWorkspace {
-  std::vector<float> bmax, kth, e;
+  std::vector<float> bmax, kth, e, ke;
   std::vector<int32_t> bins;
   std::vector<double> bsum;
   rowsel::List list, bin_list;
@@ -467,17 +467,22 @@ template <class D> int32_t top_p_window(const typename D::T* x, int64_t n, const
                                         float u, size_t cap, SampleWorkspace& ws, const typename D::T* next) {
   using namespace rowsel;
   ws.e.resize(size_t(n) + W);
-  const double target = p * exp_sketch_pass<D>(x, n, all, ws.e.data(), ws.bsum.data(), ws.sketch, next);
+  // Without min-p (and with no cut yet) every e is kept: the pass skips the filter.
+  const double mass = all.mp > 0 || all.cut > -kInf
+                           ? exp_sketch_pass<D, true>(x, n, all, ws.e.data(), ws.bsum.data(), ws.sketch, next)
+                           : exp_sketch_pass<D, false>(x, n, all, ws.e.data(), ws.bsum.data(), ws.sketch, next);
+  const double target = p * mass;
   int lo, hi;
   List& L = ws.list;
-  if (!sketch_window(ws.sketch, p, lo, hi) || !window_pass(n, ws.e.data(), lo, hi, ws.bsum.data(), L, cap))
-    return -2;
+  if (!sketch_window(ws.sketch, p, lo, hi)) return -2;
+  const int64_t listed = window_pass(n, ws.e.data(), lo, hi, ws.bsum.data(), L, cap);
+  if (listed < 0) return -2;
   const int64_t nb = (n + kSumBlock - 1) / kSumBlock;
   double above = 0;
   for (int64_t b = 0; b < nb; ++b) above += ws.bsum[size_t(b)];
   if (above >= target) return -2;  // the crossing lies above the window
   // Exact mass per window bin, in index order; bins as the passes compute them.
-  const size_t len = L.size();
+  const size_t len = size_t(listed);
   ws.bins.resize(len + W);
   int32_t* bins = ws.bins.data();
   lanes(int64_t(len), [&](int64_t i, int64_t c) {
@@ -513,29 +518,44 @@ template <class D> int32_t top_p_window(const typename D::T* x, int64_t n, const
   // Not reached: the crossing lies below the window, unless the window runs to the last bin
   // (then rounding kept the target out of reach, and the cut is the lowest value with mass).
   if (bin < 0 || (!reached && hi < kEBins - 1)) return -2;
-  // The bins above the crossing are kept whole (added to their blocks' sums a block at a time:
-  // the list is in index order); the crossing bin's elements are listed with their values.
+  // The bins above the crossing are kept whole, their e picked by a vector select (an
+  // element of a lower bin gives 0) and added to their blocks' sums a block at a time (the
+  // list is in index order: only the block change branches); the crossing bin's elements
+  // (few) are listed with their values. bins and L.e have W spare slots past len.
   double* bs = ws.bsum.data();
   List& B = ws.bin_list;
   B.idx.clear();
   B.val.clear();
   B.e.clear();
+  ws.ke.resize(len + W);
+  float* ke = ws.ke.data();
+  const vi bv = vi{} + bin;
+  for (i = 0; i < len; i += W) {
+    vi b;
+    vf e;
+    memcpy(&b, bins + i, sizeof b);
+    memcpy(&e, le + i, sizeof e);
+    const vf k = select(b < bv, e, vf{});
+    memcpy(ke + i, &k, sizeof k);
+    uint32_t hit = mask_bits(b == bv);
+    if (len - i < size_t(W)) hit &= (1u << (len - i)) - 1;
+    for (; hit; hit &= hit - 1) {
+      const size_t j = i + size_t(__builtin_ctz(hit));
+      B.idx.push_back(li[j]);
+      B.val.push_back(load_n<D>(x + li[j], 1)[0]);
+      B.e.push_back(le[j]);
+    }
+  }
   int64_t cur = -1;
   double acc = 0;
   for (i = 0; i < len; ++i) {
-    if (bins[i] < bin) {
-      const int64_t blk = li[i] / kSumBlock;
-      if (blk != cur) {
-        if (cur >= 0) bs[cur] += acc;
-        cur = blk;
-        acc = 0;
-      }
-      acc += le[i];
-    } else if (bins[i] == bin) {
-      B.idx.push_back(li[i]);
-      B.val.push_back(load_n<D>(x + li[i], 1)[0]);
-      B.e.push_back(le[i]);
+    const int64_t blk = int64_t(uint32_t(li[i])) / kSumBlock;
+    if (blk != cur) {
+      if (cur >= 0) bs[cur] += acc;
+      cur = blk;
+      acc = 0;
     }
+    acc += double(ke[i]);
   }
   if (cur >= 0) bs[cur] += acc;
   const float cut = list_cut(B, above_bin, target);

@@ -7,16 +7,18 @@
 //   list of about k, hold every token top-k can keep.
 // * min-p: e >= min_p needs (x - m) / T >= log(min_p) (less a margin for the
 //   exp's rounding), again a short list on real rows.
-// * otherwise the row's mass: one pass sums e = exp((x - m) / T) in double
-//   per block of kSumBlock elements (and, for top-p, into a histogram of
+// * otherwise the row's mass: one pass sums e = exp((x - m) / T) per block
+//   of kSumBlock elements, in f32 lanes and then in double (and, for the
+//   top-p fallback, in double into a histogram of
 //   (m - x) / T in bins of 1/kBinScale); the top-p cut lies in the bin where
 //   the mass from the top crosses p * total, so only that bin is sorted; the
 //   draw walks the block sums and re-reads one block.
 //
 // e is computed exactly as before (vexp((x - m) * (1 / T)) per element) and
-// the kept sets are the same; only the order of the sums differs (the top-p
-// window sums a block's 256 e in f32 lanes, then in double), which moves a
-// token only where u * total or p * total meets a partial sum within ~1e-7.
+// the kept sets are the same; only the order of the sums differs (a block's
+// 256 e in f32 lanes, then in double, where the first version summed every e
+// in double), which moves a token only where u * total or p * total meets a
+// partial sum within ~1e-7.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -249,16 +251,27 @@ template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mas
   double total = 0;
   for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
     const int64_t len = std::min(kSumBlock, n - b0);
+    if (!hist) {  // a block's e summed in f32 lanes, then in double (as the top-p window does)
+      vf acc{};
+      for (int64_t j = 0; j < len; j += W) {
+        const int64_t c = std::min<int64_t>(W, len - j);
+        const vf v = ld<D>(x + b0, j, c, -kInf);
+        acc += ms.kept(v, vexp((v - ms.mm) * ms.it));
+      }
+      DoubleSum d;
+      d.add(acc);
+      bsum[b] = d.sum();
+      total += bsum[b];
+      continue;
+    }
     DoubleSum acc;
     lanes(len, [&](int64_t j, int64_t c) {
       const vf v = ld<D>(x + b0, j, c, -kInf);
       const vf z = (v - ms.mm) * ms.it;
       const vf e = ms.kept(v, vexp(z));
       acc.add(e);
-      if (hist) {
-        const vi bin = __builtin_convertvector(vmin(z * -kBinScale, splat(float(kBins - 1))), vi);
-        for (int l = 0; l < W; ++l) hist[l % kHists][bin[l]] += double(e[l]);
-      }
+      const vi bin = __builtin_convertvector(vmin(z * -kBinScale, splat(float(kBins - 1))), vi);
+      for (int l = 0; l < W; ++l) hist[l % kHists][bin[l]] += double(e[l]);
     });
     bsum[b] = acc.sum();
     total += bsum[b];
@@ -317,12 +330,12 @@ inline void scatter(float* hist, vf e, uint32_t bits) {
   }
 }
 
-// e (kept) into `e`, block sums of all kept mass into bsum, the sketch; the
-// total. Prefetches `next` (the next row, same length) for the following
-// row's first pass. Plain loops: an accumulator captured by a lambda that
+// e (kept: with Filter, e >= min-p and x >= cut; without, every e) into `e`,
+// block sums of all kept mass into bsum, the sketch; the total. Prefetches
+// `next` (the next row, same length) for the following row's first pass. Plain loops: an accumulator captured by a lambda that
 // also stores is kept in memory.
-template <class D> double exp_sketch_pass(const typename D::T* x, int64_t n, const Mass& ms, float* e,
-                                          double* bsum, Sketch& sk, const typename D::T* next) {
+template <class D, bool Filter> double exp_sketch_pass(const typename D::T* x, int64_t n, const Mass& ms, float* e,
+                                                       double* bsum, Sketch& sk, const typename D::T* next) {
   std::fill(sk.sampled, sk.sampled + kEBins, 0.f);
   std::fill(sk.big, sk.big + kEBins, 0.f);
   // Mass's fields in registers: the stores to e could alias them.
@@ -336,7 +349,7 @@ template <class D> double exp_sketch_pass(const typename D::T* x, int64_t n, con
       if (next && (i & 15) == 0) __builtin_prefetch(next + i);
       const vf v = ld<D>(x, i, c, -kInf);
       const vf ex = vexp((v - mm) * it);
-      const vf k = select((ex >= mp) & (v >= cut), ex, vf{});
+      const vf k = Filter ? select((ex >= mp) & (v >= cut), ex, vf{}) : ex;
       acc += k;
       st<F32>(e, i, c, k);
       const uint32_t bigs = mask_bits(k >= big);
@@ -355,25 +368,55 @@ template <class D> double exp_sketch_pass(const typename D::T* x, int64_t n, con
 // reaches p of the total, by the sketch; false when the sketch has no mass.
 inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
   constexpr double f = kSampleEvery;
-  const double step = std::exp2(-1.0 / double(1 << (23 - kEBinShift)));
   // variance of f * (a sum of sampled e): f (f - 1) sum e^2, each e at most its bin's top edge
-  double T = 0, VT = 0, edge = f * (f - 1);
-  for (int j = 0; j < kEBins; ++j, edge *= step) {
-    T += sk.big[j] + f * sk.sampled[j];
-    VT += double(sk.sampled[j]) * edge;
+  struct Edges {
+    double v[kEBins];
+    Edges() {
+      const double step = std::exp2(-1.0 / double(1 << (23 - kEBinShift)));
+      double edge = f * (f - 1);
+      for (int j = 0; j < kEBins; ++j, edge *= step) v[j] = edge;
+    }
+  };
+  static const Edges edges;
+  const double* E = edges.v;
+  // Partial sums in lanes: the window is a bound, not a result (any window that holds the
+  // crossing gives the same cut), so the order of these sums is free.
+  typedef float f8 __attribute__((vector_size(32)));
+  typedef double d8 __attribute__((vector_size(64)));
+  d8 tv{}, vv{};
+  for (int j = 0; j < kEBins; j += 8) {
+    f8 bg, sm;
+    d8 ev;
+    memcpy(&bg, sk.big + j, sizeof bg);
+    memcpy(&sm, sk.sampled + j, sizeof sm);
+    memcpy(&ev, E + j, sizeof ev);
+    const d8 sd = __builtin_convertvector(sm, d8);
+    tv += __builtin_convertvector(bg, d8) + f * sd;
+    vv += sd * ev;
+  }
+  double T = 0, VT = 0;
+  for (int l = 0; l < 8; ++l) {
+    T += tv[l];
+    VT += vv[l];
   }
   if (!(T > 0)) return false;
+  // F +- k sd against p, with sd = sqrt(var) / T + 1e-5, compared in squares (no sqrt a bin).
+  const double k = kSigmas, k2 = k * k, iT = 1 / T;
   double A = 0, V = 0;
-  edge = f * (f - 1);
   lo = -1;
   hi = kEBins - 1;
-  for (int j = 0; j < kEBins; ++j, edge *= step) {
+  for (int j = 0; j < kEBins; ++j) {
+    if (sk.big[j] == 0 && sk.sampled[j] == 0) continue;
     A += sk.big[j] + f * sk.sampled[j];
-    V += double(sk.sampled[j]) * edge;
-    const double F = A / T;
-    const double sd = std::sqrt(std::max(0.0, V * (1 - F) * (1 - F) + (VT - V) * F * F)) / T + 1e-5;
-    if (lo < 0 && F + kSigmas * sd >= p) lo = j;
-    if (F - kSigmas * sd >= p) {
+    V += double(sk.sampled[j]) * E[j];
+    const double F = A * iT;
+    const double var = std::max(0.0, V * (1 - F) * (1 - F) + (VT - V) * F * F);
+    if (lo < 0) {
+      const double gap = (p - F - k * 1e-5) * T;  // F + k sd >= p: gap <= k sqrt(var)
+      if (gap <= 0 || gap * gap <= k2 * var) lo = j;
+    }
+    const double over = (F - p - k * 1e-5) * T;  // F - k sd >= p: over >= k sqrt(var)
+    if (over >= 0 && over * over >= k2 * var) {
       hi = j;
       break;
     }
@@ -383,60 +426,89 @@ inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
 }
 
 // Over the scratch row e alone: bsum[b] = the mass of block b above bin `lo`,
-// and L = the elements in bins [lo, hi] with e > 0 (index and e; no value),
-// in index order. False (L partial) once L would pass `cap`.
-inline bool window_pass(int64_t n, const float* e, int lo, int hi, double* bsum, List& L, size_t cap) {
+// and the elements in bins [lo, hi] with e > 0 (index into L.idx, e into
+// L.e; no value), in index order. Returns their count, or -1 (list partial)
+// once it would pass `cap`. L.idx / L.e keep their length (cap + W) from row
+// to row; only the first `count` entries are the list. Where more than a
+// quarter of a block's vectors hold some, every vector is compressed and
+// stored (count moves by its popcount): a branch per vector mispredicts where
+// the window is dense; sparser blocks visit only the vectors that hold some.
+inline int64_t window_pass(int64_t n, const float* e, int lo, int hi, double* bsum, List& L, size_t cap) {
   constexpr int kVecs = int(kSumBlock / W);
-  L.idx.resize(cap + W);
-  L.e.resize(cap + W);
+  if (L.idx.size() < cap + W) {
+    L.idx.resize(cap + W);
+    L.e.resize(cap + W);
+  }
   L.val.clear();
+  int32_t* li = L.idx.data();
+  float* le = L.e.data();
   size_t count = 0;
   const vf ta = splat(upper_edge(lo)), tb = splat(hi >= kEBins - 1 ? 0.f : upper_edge(hi + 1));
-  bool ok = true;
-  for (int64_t b0 = 0, b = 0; b0 < n && ok; b0 += kSumBlock, ++b) {
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
     const int64_t len = std::min(kSumBlock, n - b0);
     vf acc{};
     uint32_t bits[kVecs];
-    uint32_t any_bits = 0;
-    for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
-      const vf k = ld<F32>(e + b0, j, std::min<int64_t>(W, len - j));
-      const vi above = k > ta;
-      acc += select(above, k, vf{});
-      bits[q] = mask_bits(~above & (k > tb));
-      any_bits |= bits[q];
-    }
+    uint32_t any = 0;
+    const int64_t vecs = (len + W - 1) / W;
+#if defined(__AVX512F__)
+    if (len == kSumBlock) {  // mask registers throughout (the generic vector masks cost ~3x the instructions)
+      __m512 a = _mm512_setzero_ps();
+      const __m512 va = _mm512_set1_ps(ta[0]), vb = _mm512_set1_ps(tb[0]);
+      for (int q = 0; q < kVecs; ++q) {
+        const __m512 k = _mm512_loadu_ps(e + b0 + q * W);
+        const __mmask16 ab = _mm512_cmp_ps_mask(k, va, _CMP_GT_OQ);
+        a = _mm512_mask_add_ps(a, ab, a, k);
+        bits[q] = _mm512_mask_cmp_ps_mask(__mmask16(~ab), k, vb, _CMP_GT_OQ);
+        any |= bits[q];
+      }
+      memcpy(&acc, &a, sizeof a);
+    } else
+#endif
+      for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
+        const vf k = ld<F32>(e + b0, j, std::min<int64_t>(W, len - j));
+        const vi above = k > ta;
+        acc += select(above, k, vf{});
+        bits[q] = mask_bits(~above & (k > tb));
+        any |= bits[q];
+      }
     DoubleSum d;
     d.add(acc);
     bsum[b] = d.sum();
-    if (!any_bits) continue;
-    for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
+    if (!any) continue;
+    static_assert(kVecs <= 64, "a bit a vector");
+    uint64_t with = 0;  // bit q: vector q holds some
+    size_t got = 0;
+    for (int64_t q = 0; q < vecs; ++q) {
+      with |= uint64_t(bits[q] != 0) << q;
+      got += size_t(__builtin_popcount(bits[q]));
+    }
+    if (count + got > cap) return -1;
+    const auto put = [&](int64_t q) {
       const uint32_t m = bits[q];
-      if (!m) continue;
-      const size_t got = size_t(__builtin_popcount(m));
-      if (count + got > cap) {
-        ok = false;
-        break;
-      }
+      const int64_t j = q * W;
 #if defined(__AVX512F__)
       // The register form of compress (the memory form is slow on some cores); the lists have W spare slots.
       const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(int32_t(b0 + j)),
                                           _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-      _mm512_storeu_si512(L.idx.data() + count, _mm512_maskz_compress_epi32(__mmask16(m), at));
-      _mm512_storeu_ps(L.e.data() + count, _mm512_maskz_compress_ps(__mmask16(m), _mm512_loadu_ps(e + b0 + j)));
+      _mm512_storeu_si512(li + count, _mm512_maskz_compress_epi32(__mmask16(m), at));
+      _mm512_storeu_ps(le + count, _mm512_maskz_compress_ps(__mmask16(m), _mm512_loadu_ps(e + b0 + j)));
 #else
       size_t o = count;
       for (uint32_t r = m; r; r &= r - 1) {
         const int64_t i = b0 + j + __builtin_ctz(r);
-        L.idx[o] = int32_t(i);
-        L.e[o++] = e[i];
+        li[o] = int32_t(i);
+        le[o++] = e[i];
       }
 #endif
-      count += got;
+      count += size_t(__builtin_popcount(m));
+    };
+    if (__builtin_popcountll(with) <= kVecs / 4) {
+      for (uint64_t v = with; v; v &= v - 1) put(__builtin_ctzll(v));
+    } else {
+      for (int64_t q = 0; q < vecs; ++q) put(q);
     }
   }
-  L.idx.resize(count);
-  L.e.resize(count);
-  return ok;
+  return int64_t(count);
 }
 
 // The bin of (m - x) / T that mass_pass gives v (same float operations).
