@@ -467,10 +467,11 @@ template <class D> int32_t top_p_window(const typename D::T* x, int64_t n, const
                                         float u, size_t cap, SampleWorkspace& ws, const typename D::T* next) {
   using namespace rowsel;
   ws.e.resize(size_t(n) + W);
+  const float big_e = big_threshold(ws.bmax.data(), (n + kBlock - 1) / kBlock, all);
   // Without min-p (and with no cut yet) every e is kept: the pass skips the filter.
   const double mass = all.mp > 0 || all.cut > -kInf
-                           ? exp_sketch_pass<D, true>(x, n, all, ws.e.data(), ws.bsum.data(), ws.sketch, next)
-                           : exp_sketch_pass<D, false>(x, n, all, ws.e.data(), ws.bsum.data(), ws.sketch, next);
+                           ? exp_sketch_pass<D, true>(x, n, all, big_e, ws.e.data(), ws.bsum.data(), ws.sketch, next)
+                           : exp_sketch_pass<D, false>(x, n, all, big_e, ws.e.data(), ws.bsum.data(), ws.sketch, next);
   const double target = p * mass;
   int lo, hi;
   List& L = ws.list;

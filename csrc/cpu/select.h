@@ -284,7 +284,9 @@ template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mas
 // pass keeps e (kept mass) in a scratch row, sums it per block in f32 lanes
 // (one f64 sum a block), and sketches the mass by bin of e (its float bits,
 // 64 bins a binade) from every kSampleEvery-th vector plus every element with
-// e >= kBigE (the few that carry most of a sample's variance). The bins where
+// e >= big_e (the few that carry most of a sample's variance): big_e is kBigE,
+// or kBigShare of a lower bound of the row's mass where that is less (a peaked
+// row, whose mass sits in few elements, is sketched exactly there). The bins where
 // the sketch's cumulative mass is within kSigmas standard errors of p of its
 // total form a window. A pass over e alone then sums the mass above the
 // window per block and lists the window's elements (index, e), whose exact
@@ -294,6 +296,7 @@ template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mas
 // sends the row back to the full histogram.
 constexpr int kSampleEvery = 16;
 constexpr float kBigE = 0.05f;
+constexpr float kBigShare = 1e-3f;
 constexpr double kSigmas = 5;
 constexpr int kEBins = 2048;  // 32 binades under 1; e == 0 and e < 2^-32 in the last
 constexpr int kEBinShift = 17;
@@ -313,8 +316,16 @@ inline float upper_edge(int j) {
   return f;
 }
 
+// big_e for a row of block maxima bmax[nb]: kBigE, or kBigShare of the mass
+// the block maxima alone hold (a lower bound of the row's) where that is less.
+inline float big_threshold(const float* bmax, int64_t nb, const Mass& ms) {
+  vf acc{};
+  lanes(nb, [&](int64_t i, int64_t c) { acc += ms.e_of(ld<F32>(bmax, i, c, -kInf)); });
+  return std::min(kBigE, kBigShare * hsum(acc));
+}
+
 struct Sketch {
-  float sampled[kEBins], big[kEBins];  // sampled: every kSampleEvery-th vector, elements below kBigE
+  float sampled[kEBins], big[kEBins];  // sampled: every kSampleEvery-th vector, elements below big_e
 };
 
 // Adds the lanes of e picked by `bits` into hist by bin.
@@ -334,12 +345,12 @@ inline void scatter(float* hist, vf e, uint32_t bits) {
 // block sums of all kept mass into bsum, the sketch; the total. Prefetches
 // `next` (the next row, same length) for the following row's first pass. Plain loops: an accumulator captured by a lambda that
 // also stores is kept in memory.
-template <class D, bool Filter> double exp_sketch_pass(const typename D::T* x, int64_t n, const Mass& ms, float* e,
-                                                       double* bsum, Sketch& sk, const typename D::T* next) {
+template <class D, bool Filter> double exp_sketch_pass(const typename D::T* x, int64_t n, const Mass& ms, float big_e,
+                                                       float* e, double* bsum, Sketch& sk, const typename D::T* next) {
   std::fill(sk.sampled, sk.sampled + kEBins, 0.f);
   std::fill(sk.big, sk.big + kEBins, 0.f);
   // Mass's fields in registers: the stores to e could alias them.
-  const vf big = splat(kBigE), mm = ms.mm, it = ms.it, mp = splat(ms.mp), cut = splat(ms.cut);
+  const vf big = splat(big_e), mm = ms.mm, it = ms.it, mp = splat(ms.mp), cut = splat(ms.cut);
   double total = 0;
   for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
     const int64_t end = std::min(b0 + kSumBlock, n);
