@@ -336,7 +336,8 @@ template <class T> struct RaggedRows {
 // (rows of one head are a page apart), so a chunk's pages are read whole, once,
 // while they are in the TLB and the cache; head by head over the whole range
 // touched a new page at every key.
-constexpr int64_t kChunk = 64;
+constexpr int64_t kChunk = NT;
+constexpr int64_t kAhead = 2 * NT;  // keys between a tile and the rows prefetched with it
 
 // Splits so that about 4 tasks per thread exist, each with at least 256 keys.
 int64_t decode_splits(const DecodeArgs& a) {
@@ -374,7 +375,7 @@ template <class D> void decode_typed(const DecodeArgs& a) {
     const int32_t* table = a.kv.block_table + b * a.kv.bt_stride;
     for (int64_t c0 = k0; c0 < k1; c0 += kChunk)
       for (int64_t h = 0; h < H; ++h)
-        decode_range<D>(int(G), int(h * G), dim, c0, std::min(c0 + kChunk, k1), k1, kChunk, a.opt.softcap,
+        decode_range<D>(int(G), int(h * G), dim, c0, std::min(c0 + kChunk, k1), k1, kAhead, a.opt.softcap,
                         PagedRows<T>{a.kv, table, h}, sc);
     for (int64_t r = 0; r < H * G; ++r) sc.l[r] = hsum_tree(load<F32>(sc.lv.data() + r * W));
     for (int64_t h = 0; h < H; ++h) {

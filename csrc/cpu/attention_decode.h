@@ -218,8 +218,10 @@ void decode_range(int G, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t 
       src.rows(j0 + ahead, np, pk, pv);
       for (int j = 0; j < np; ++j)
         for (int64_t b = 0; b < dim * int64_t(sizeof(T)); b += 64) {
-          __builtin_prefetch(reinterpret_cast<const char*>(pk[j]) + b);
-          __builtin_prefetch(reinterpret_cast<const char*>(pv[j]) + b);
+          // Into L2 (prefetcht1): prefetcht0 into L1 held back the loads of
+          // the current tile (0.7-0.8 vs 0.4-0.5 us a key at D128, 4096 keys).
+          __builtin_prefetch(reinterpret_cast<const char*>(pk[j]) + b, 0, 2);
+          __builtin_prefetch(reinterpret_cast<const char*>(pv[j]) + b, 0, 2);
         }
     }
     src.rows(j0, n, kr, vr);
