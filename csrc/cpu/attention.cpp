@@ -1,12 +1,13 @@
-// The attention family on the CPU. Every path is one routine: a set of M query
-// rows (f32, pre-scaled) that share their keys (the q heads of one GQA group,
-// times a tile of queries in prefill) walks a key range in tiles of NK keys:
-// the tile is converted to f32 once, scores come from register-blocked dot
-// products over head_dim (4 rows x 2 keys per block), the online softmax keeps
-// a running max and sum per row, and P V is accumulated 4 rows x 2W columns at
-// a time. Decode runs (sequence, key range) tasks, every kv head of a chunk
-// of keys before the next chunk, and merges the partial states; prefill runs
-// (sequence, kv head, query tile) tasks.
+// The attention family on the CPU. Prefill is one routine (attend_tiles): a
+// set of M query rows (f32, pre-scaled) that share their keys (the q heads of
+// one GQA group times a tile of queries) walks a key range in tiles of NK keys:
+// scores from register-blocked dot products over head_dim (4 rows x 2 keys per
+// block), an online softmax with a running max and sum per row, and P V
+// accumulated 4 rows x 2W columns at a time; it runs (sequence, kv head, query
+// tile) tasks. Decode (attention_decode.h: tiles of 16 keys, scores reduced
+// into one vector a row, a lazily rescaled softmax) runs (sequence, key range)
+// tasks, every kv head of a tile before the next tile, and merges the partial
+// states.
 #include "cpu/attention.h"
 
 #include <cmath>
