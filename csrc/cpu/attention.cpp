@@ -1,12 +1,13 @@
-// The attention family on the CPU. Every path is one routine: a set of M query
-// rows (f32, pre-scaled) that share their keys (the q heads of one GQA group,
-// times a tile of queries in prefill) walks a key range in tiles of NK keys:
-// the tile is converted to f32 once, scores come from register-blocked dot
-// products over head_dim (4 rows x 2 keys per block), the online softmax keeps
-// a running max and sum per row, and P V is accumulated 4 rows x 2W columns at
-// a time. Decode runs (sequence, key range) tasks, every kv head of a chunk
-// of keys before the next chunk, and merges the partial states; prefill runs
-// (sequence, kv head, query tile) tasks.
+// The attention family on the CPU. Prefill is one routine (attend_tiles): a
+// set of M query rows (f32, pre-scaled) that share their keys (the q heads of
+// one GQA group times a tile of queries) walks a key range in tiles of NK keys:
+// scores from register-blocked dot products over head_dim (4 rows x 2 keys per
+// block), an online softmax with a running max and sum per row, and P V
+// accumulated 4 rows x 2W columns at a time; it runs (sequence, kv head, query
+// tile) tasks. Decode (attention_decode.h: tiles of 16 keys, scores reduced
+// into one vector a row, a lazily rescaled softmax) runs (sequence, key range)
+// tasks, every kv head of a tile before the next tile, and merges the partial
+// states.
 #include "cpu/attention.h"
 
 #include <cmath>
@@ -80,9 +81,10 @@ inline vf bcast(const float* p) {
 // Per-thread buffers, reused across calls.
 struct Scratch {
   std::vector<float> q, o, k, v, s;
-  std::vector<float> m, l;
+  std::vector<float> m, l, lv;  // lv: decode's row sums, W lanes a row
   std::vector<int64_t> lo, hi;
   void size(int64_t rows, int64_t dim) {
+    if (int64_t(lv.size()) < rows * W) lv.resize(rows * W);
     if (int64_t(q.size()) < rows * dim) q.resize(rows * dim), o.resize(rows * dim);
     if (int64_t(k.size()) < NK * dim) k.resize(NK * dim), v.resize(NK * dim);
     if (int64_t(s.size()) < rows * NK) s.resize(rows * NK);
@@ -327,13 +329,16 @@ template <class T> struct RaggedRows {
   }
 };
 
+#include "cpu/attention_decode.h"
+
 // ---------------------------------------------------------------- decode
 // A task is one sequence's key range, all of its kv heads: kChunk keys at a
 // time, each head in turn. The cache holds every head of a token together
 // (rows of one head are a page apart), so a chunk's pages are read whole, once,
 // while they are in the TLB and the cache; head by head over the whole range
 // touched a new page at every key.
-constexpr int64_t kChunk = 64;
+constexpr int64_t kChunk = NT;
+constexpr int64_t kAhead = 2 * NT;  // keys between a tile and the rows prefetched with it
 
 // Splits so that about 4 tasks per thread exist, each with at least 256 keys.
 int64_t decode_splits(const DecodeArgs& a) {
@@ -360,13 +365,20 @@ template <class D> void decode_typed(const DecodeArgs& a) {
     if (a.opt.window > 0) lo = std::max<int64_t>(0, len - a.opt.window);
     const T* q = static_cast<const T*>(a.q) + b * a.q_stride_b;
     load_rows<D>(int(H * G), 0, dim, a.opt.scale, [&](int r) { return q + r * a.q_stride_h; }, sc);
-    for (int r = 0; r < H * G; ++r) sc.lo[r] = lo, sc.hi[r] = len;
-    const int64_t k0 = lo + (len - lo) * sp / splits, k1 = lo + (len - lo) * (sp + 1) / splits;
+    std::memset(sc.lv.data(), 0, sizeof(float) * H * G * W);
+    // Split boundaries on multiples of NT keys (tiles then start on pages of 16).
+    auto bound = [&](int64_t s) {
+      if (s == 0) return lo;
+      if (s == splits) return len;
+      return std::max<int64_t>(lo, (lo + (len - lo) * s / splits) / NT * NT);
+    };
+    const int64_t k0 = bound(sp), k1 = bound(sp + 1);
     const int32_t* table = a.kv.block_table + b * a.kv.bt_stride;
     for (int64_t c0 = k0; c0 < k1; c0 += kChunk)
       for (int64_t h = 0; h < H; ++h)
-        attend<D>(int(G), int(h * G), dim, c0, std::min(c0 + kChunk, k1), k1, a.opt.softcap,
-                  PagedRows<T>{a.kv, table, h}, sc);
+        decode_range<D>(int(G), int(h * G), dim, c0, std::min(c0 + kChunk, k1), k1, kAhead, a.opt.softcap,
+                        PagedRows<T>{a.kv, table, h}, sc);
+    for (int64_t r = 0; r < H * G; ++r) sc.l[r] = hsum_tree(load<F32>(sc.lv.data() + r * W));
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = b * H + h;
       for (int64_t i = 0; i < G; ++i) {
