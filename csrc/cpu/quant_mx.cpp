@@ -128,6 +128,18 @@ template <Elem E> inline vf decode_v(vu c) {
   return (vf)(b | sign);
 }
 
+// decode_v<E> as a callable; e2m1 in the AVX-512 build: one vpermps from the
+// codec's 16 values (decode_elem, which decode_v equals) held in a register.
+template <Elem E> struct CodeDecoder {
+  vf operator()(vu c) const { return decode_v<E>(c); }
+};
+#if defined(__AVX512F__)
+template <> struct CodeDecoder<Elem::e2m1> {
+  __m512 t = _mm512_loadu_ps(table<Elem::e2m1>());
+  vf operator()(vu c) const { return (vf)_mm512_permutexvar_ps((__m512i)c, t); }
+};
+#endif
+
 // W byte codes at p.
 inline vu codes8(const uint8_t* p) {
 #if defined(__AVX512F__)
@@ -175,6 +187,7 @@ inline vu codes4(const uint8_t* p) {
 template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
   constexpr int Bits = ElemCode<E>::bits;
   const float* t = table<E>();
+  const CodeDecoder<E> dec;
   const int64_t blocks = a.cols / 32;
   const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols * Bits / 8 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
@@ -185,11 +198,11 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
       for (int64_t b = 0; b < blocks; ++b) {
         const float x = quant::e8m0_to_f32(sc[b]);
-        if constexpr (Bits == 8 || Bits == 4) {  // codes decoded in vectors
-          for (int i = 0; i < 32; i += W) {
-            const vu c = Bits == 8 ? codes8(row + b * 32 + i) : codes4(row + (b * 32 + i) / 2);
-            put<D, nt>(dst + b * 32 + i, decode_v<E>(c) * x);
-          }
+        if constexpr (Bits == 8 || Bits == 4) {  // codes decoded in vectors, two at a time
+          auto value = [&](int i) {
+            return dec(Bits == 8 ? codes8(row + b * 32 + i) : codes4(row + (b * 32 + i) / 2)) * x;
+          };
+          for (int i = 0; i < 32; i += 2 * W) put2<D, nt>(dst + b * 32 + i, value(i), value(i + W));
           continue;
         }
         alignas(64) float buf[32];
@@ -208,6 +221,8 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
 template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
   const float* t8 = table<Elem::e4m3>();
   const float ts = *a.tensor_scale;
+  const CodeDecoder<Elem::e2m1> dec;
+  const int64_t blocks = a.cols / 16;
   const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols / 2 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
    with_stream(stream, [&](auto nt) {
@@ -215,10 +230,14 @@ template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
       const uint8_t* row = a.data + r * a.data_stride;
       const uint8_t* sc = static_cast<const uint8_t*>(a.scales) + r * a.scales_stride;
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
-      for (int64_t b = 0; b < a.cols / 16; ++b) {
-        const float s = t8[sc[b]];
-        for (int i = 0; i < 16; i += W) put<D, nt>(dst + b * 16 + i, decode_v<Elem::e2m1>(codes4(row + b * 8 + i / 2)) * s * ts);
+      // element i of block b: its code times the block's scale, times the tensor's
+      auto value = [&](int64_t b, int i) { return dec(codes4(row + b * 8 + i / 2)) * t8[sc[b]] * ts; };
+      int64_t b = 0;
+      if constexpr (W == 16) {  // two blocks a put2
+        for (; b + 2 <= blocks; b += 2) put2<D, nt>(dst + b * 16, value(b, 0), value(b + 1, 0));
       }
+      for (; b < blocks; ++b)
+        for (int i = 0; i < 16; i += W) put<D, nt>(dst + b * 16 + i, value(b, i));
     }
    });
   });
@@ -242,14 +261,16 @@ void deq_scaled(const quant::DequantArgs& a, Dec dec) {
         alignas(64) float buf[128];
         int64_t j0 = 0;
         if constexpr (std::is_same_v<Code, uint8_t>) {  // fp8: whole vectors decoded in registers
-          for (; j0 + W <= n; j0 += W) {
-            const vu c = codes8(reinterpret_cast<const uint8_t*>(row) + k0 + j0);
-            put<D, nt>(dst + k0 + j0, (a.format == QFormat::fp8_e4m3 ? decode_v<Elem::e4m3>(c) : decode_v<Elem::e5m2>(c)) * s);
-          }
+          auto value = [&](int64_t j) {
+            const vu c = codes8(reinterpret_cast<const uint8_t*>(row) + k0 + j);
+            return (a.format == QFormat::fp8_e4m3 ? decode_v<Elem::e4m3>(c) : decode_v<Elem::e5m2>(c)) * s;
+          };
+          for (; j0 + 2 * W <= n; j0 += 2 * W) put2<D, nt>(dst + k0 + j0, value(j0), value(j0 + W));
+          for (; j0 + W <= n; j0 += W) put<D, nt>(dst + k0 + j0, value(j0));
         } else {  // int8: float(c) * s
-          for (; j0 + W <= n; j0 += W) {
-            put<D, nt>(dst + k0 + j0, levels_to_float(row + k0 + j0) * s);
-          }
+          for (; j0 + 2 * W <= n; j0 += 2 * W)
+            put2<D, nt>(dst + k0 + j0, levels_to_float(row + k0 + j0) * s, levels_to_float(row + k0 + j0 + W) * s);
+          for (; j0 + W <= n; j0 += W) put<D, nt>(dst + k0 + j0, levels_to_float(row + k0 + j0) * s);
         }
         for (int64_t j = j0; j < n; ++j) buf[j - j0] = dec(row[k0 + j]) * s;
         lanes(n - j0, [&](int64_t i, int64_t c) { st<D>(dst + k0 + j0, i, c, load<F32>(buf + i)); });
@@ -277,10 +298,13 @@ template <int Bits, class D, class S> void deq_affine(const quant::DequantArgs& 
         const float s = load_scalar<S>(a.scales, r * a.scales_stride + gi);
         const float b = load_scalar<S>(a.biases, r * a.biases_stride + gi);
         if constexpr (Bits == 8 || Bits == 4) {  // affine_decode8's s * c + b, whole vectors of codes
-          for (int64_t j = 0; j < g; j += W) {
+          auto value = [&](int64_t j) {
             const vu c = Bits == 8 ? codes8(row + gi * g + j) : codes4(row + (gi * g + j) / 2);
-            put<D, nt>(dst + gi * g + j, add_keep_nan(s * __builtin_convertvector((vi)c, vf), broadcast(b)));
-          }
+            return add_keep_nan(s * __builtin_convertvector((vi)c, vf), broadcast(b));
+          };
+          int64_t j = 0;
+          for (; j + 2 * W <= g; j += 2 * W) put2<D, nt>(dst + gi * g + j, value(j), value(j + W));
+          for (; j < g; j += W) put<D, nt>(dst + gi * g + j, value(j));
           continue;
         }
         alignas(64) float buf[128];
@@ -539,7 +563,8 @@ template <class D> void act_nvfp4(const quant::ActQuantArgs& a) {
 
 void dequantize_split_run(const quant::DequantArgs& a) {
   with_float_dtype(a.dtype, [&](auto d) {
-    using D = decltype(d);
+   with_narrowing<decltype(d)>([&](auto narrow) {
+    using D = decltype(narrow);
     switch (a.format) {
       case QFormat::mxfp4: return deq_mx<Elem::e2m1, D>(a);
       case QFormat::mxfp6_e2m3: return deq_mx<Elem::e2m3, D>(a);
@@ -559,6 +584,7 @@ void dequantize_split_run(const quant::DequantArgs& a) {
       default:
         with_float_dtype(a.scales_dtype, [&](auto s) { deq_affine_bits<D, decltype(s)>(a); });
     }
+   });
   });
 }
 
