@@ -138,6 +138,21 @@ template <> struct CodeDecoder<Elem::e2m1> {
   __m512 t = _mm512_loadu_ps(table<Elem::e2m1>());
   vf operator()(vu c) const { return (vf)_mm512_permutexvar_ps((__m512i)c, t); }
 };
+// e4m3 as decode_v with mask registers: a normal code's bits are (mag << 20) + (120 << 23);
+// exponent 0 lanes get man * 2^-9 (a masked multiply), mag 0x7f the quiet NaN, then the sign.
+template <> struct CodeDecoder<Elem::e4m3> {
+  vf operator()(vu c) const {
+    const __m512i v = (__m512i)c, mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7f));
+    __m512 r = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
+    const __mmask16 sub = _mm512_testn_epi32_mask(v, _mm512_set1_epi32(0x78));
+    r = _mm512_mask_mul_ps(r, sub, _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(7))),
+                           _mm512_set1_ps(quant::bits_f32(uint32_t(-9 + 127) << 23)));
+    r = _mm512_mask_mov_ps(r, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)),
+                           _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+    const __m512i sign = _mm512_slli_epi32(v, 24);  // bit 7 to bit 31; the code's other bits go above 31
+    return (vf)_mm512_ternarylogic_epi32(_mm512_castps_si512(r), sign, _mm512_set1_epi32(int(0x80000000u)), 0xf8);
+  }
+};
 #endif
 
 // W byte codes at p.
@@ -244,8 +259,9 @@ template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
 }
 
 // fp8 / int8: rows of codes times a scale that is per tensor, per row or per 128 columns of a 128-row block.
-template <class D, class Code, class Dec>
+template <class D, class Code, Elem E, class Dec>
 void deq_scaled(const quant::DequantArgs& a, Dec dec) {
+  const CodeDecoder<E> vdec;
   const float* scales = static_cast<const float*>(a.scales);
   const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols * int64_t(1 + sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
@@ -263,7 +279,7 @@ void deq_scaled(const quant::DequantArgs& a, Dec dec) {
         if constexpr (std::is_same_v<Code, uint8_t>) {  // fp8: whole vectors decoded in registers
           auto value = [&](int64_t j) {
             const vu c = codes8(reinterpret_cast<const uint8_t*>(row) + k0 + j);
-            return (a.format == QFormat::fp8_e4m3 ? decode_v<Elem::e4m3>(c) : decode_v<Elem::e5m2>(c)) * s;
+            return vdec(c) * s;
           };
           for (; j0 + 2 * W <= n; j0 += 2 * W) put2<D, nt>(dst + k0 + j0, value(j0), value(j0 + W));
           for (; j0 + W <= n; j0 += W) put<D, nt>(dst + k0 + j0, value(j0));
@@ -574,13 +590,13 @@ void dequantize_split_run(const quant::DequantArgs& a) {
       case QFormat::nvfp4: return deq_nvfp4<D>(a);
       case QFormat::fp8_e4m3: {
         const float* t = table<Elem::e4m3>();
-        return deq_scaled<D, uint8_t>(a, [t](uint8_t c) { return t[c]; });
+        return deq_scaled<D, uint8_t, Elem::e4m3>(a, [t](uint8_t c) { return t[c]; });
       }
       case QFormat::fp8_e5m2: {
         const float* t = table<Elem::e5m2>();
-        return deq_scaled<D, uint8_t>(a, [t](uint8_t c) { return t[c]; });
+        return deq_scaled<D, uint8_t, Elem::e5m2>(a, [t](uint8_t c) { return t[c]; });
       }
-      case QFormat::int8: return deq_scaled<D, int8_t>(a, [](int8_t c) { return float(c); });
+      case QFormat::int8: return deq_scaled<D, int8_t, Elem::e4m3>(a, [](int8_t c) { return float(c); });
       default:
         with_float_dtype(a.scales_dtype, [&](auto s) { deq_affine_bits<D, decltype(s)>(a); });
     }

@@ -163,7 +163,17 @@ inline vf broadcast(float a) {
 // a + b with a's NaN when both are NaN, as x86's scalar add (and so the
 // numpy references) gives: the compiler may swap the operands of a vector
 // add, which keeps the value but takes the other NaN.
-inline vf add_keep_nan(vf a, vf b) { return select(a != a, a, a + b); }
+// The AVX-512 build writes the add as one vaddps whose first source is a (inline
+// assembly, which the compiler cannot reorder), NaN-safe with no select.
+inline vf add_keep_nan(vf a, vf b) {
+#if defined(__AVX512F__)
+  __m512 r;
+  asm("vaddps %2, %1, %0" : "=v"(r) : "v"((__m512)a), "v"((__m512)b));
+  return (vf)r;
+#else
+  return select(a != a, a, a + b);
+#endif
+}
 
 // Two vectors of output at p (2 W elements): bf16 packs both in one pass.
 template <class D, bool Stream> inline void put2(typename D::T* p, vf v0, vf v1) {
