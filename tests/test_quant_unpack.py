@@ -169,3 +169,32 @@ def test_narrowing_switch():
                 _cpu.set_hw_bf16(True)
     finally:
         _cpu.set_hw_bf16(hw)
+
+
+@pytest.mark.parametrize("fmt", ["affine4", "affine8", "q4_1"])
+def test_nan_of_scale_times_code_plus_nan_wins(fmt):
+    """s c + b with both NaN gives s c's NaN on every build (negative here, b's positive):
+    the AVX-512 build's single vaddps must keep its operand order."""
+    rng = np.random.default_rng(23)
+    n, k = 3, 256
+    neg_nan, pos_nan = np.uint32(0xffc00001).view(np.float32), np.uint32(0x7fc00002).view(np.float32)
+    if fmt == "q4_1":  # d and m are float16 fields: -NaN and +NaN
+        data = random_blocks(fmt, n, k, rng)
+        b = data.reshape(n, k // 32, 20)
+        b[:, ::2, 0:2] = np.array([0xfe01], np.uint16).view(np.uint8)
+        b[:, ::2, 2:4] = np.array([0x7e02], np.uint16).view(np.uint8)
+        arrays, kw = [data], dict(k=k)
+        run = lambda dt: braze.quant._dequantize_raw(data, format=fmt, k=k, dtype=dt)  # noqa: E731
+    else:
+        arrays, kw = mx_spec._deq_inputs(fmt)((n, k), "float32", rng, {}, False)
+        arrays = [np.array(a) for a in arrays]
+        arrays[1][:, ::2] = neg_nan
+        arrays[2][:, ::2] = pos_nan
+        run = lambda dt: mx_spec.dequantize_arrays(*arrays, **{**kw, "dtype": dt})  # noqa: E731
+    with cpu_isa("base"):
+        want = {dt: bits(run(dt)) for dt in ("float32", "bfloat16")}
+    assert (want["float32"][:, :32] >> 31 == 1).all() and np.isnan(np.asarray(run("float32"))[:, :32]).all()
+    for isa in ISAS:
+        with cpu_isa(isa):
+            for dt in want:
+                assert (bits(run(dt)) == want[dt]).all(), (fmt, isa, dt)
