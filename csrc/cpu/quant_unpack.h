@@ -49,21 +49,30 @@ template <class D, bool S> __attribute__((always_inline)) inline void q4_0(const
              scaled(d, _mm512_sub_epi32(_mm512_srli_epi32(c, 4), eight)));
 }
 
-// Scale and min of sub-block j of a q4_K / q5_K block b, as the codec computes them.
-template <int J> inline void scale_min(const uint8_t* b, vf& d, vf& m) {
-  int sc, mn;
-  quant::kq_detail::scale_min_k4(b + 4, J, sc, mn);
-  d = broadcast(quant::load_f16(b) * float(sc));
-  m = broadcast(quant::load_f16(b + 2) * float(mn));
+// Lane i of v in every lane.
+template <int I> inline vf lane(__m512 v) { return (vf)_mm512_permutexvar_ps(_mm512_set1_epi32(I), v); }
+
+// The 8 scales (lanes 0-7, times d) and 8 mins (lanes 8-15, times dmin) of a q4_K / q5_K
+// block b, as kq_detail::scale_min_k4 unpacks them from the 12 bytes at b + 4 and the codec
+// multiplies them: per lane a "low" byte (sub-blocks 0-3: six bits; 4-7: four bits, the
+// mins' the high nibble) and, for sub-blocks 4-7, the top two bits of another byte as bits 4-5.
+inline __m512 k4_scales(const uint8_t* b) {
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));  // bytes 4..19 of 144 / 176
+  const __m512i lo = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(s, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
+  const __m512i hi = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(s, _mm_setr_epi8(0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 4, 5, 6, 7)));
+  const __m512i low = _mm512_and_si512(_mm512_srlv_epi32(lo, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4)),
+                                       _mm512_setr_epi32(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
+  const __m512i top = _mm512_setr_epi32(0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30, 0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30);
+  const __m512i q = or_masked(low, _mm512_srli_epi32(hi, 2), top);
+  const __m512 dm = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(quant::load_f16(b)), _mm512_set1_ps(quant::load_f16(b + 2)));
+  return _mm512_mul_ps(dm, _mm512_cvtepi32_ps(q));
 }
 
 // Sub-blocks 2P and 2P + 1 of a q4_K (Q5 false) or q5_K block: 32 bytes of nibbles
 // (low: sub-block 2P, high: 2P + 1); q5_K's fifth bit j of element i is bit j of qh[i].
 template <class D, bool S, bool Q5, int P>
-__attribute__((always_inline)) inline void k4_pair(const uint8_t* b, typename D::T* dst) {
-  vf d0, m0, d1, m1;
-  scale_min<2 * P>(b, d0, m0);
-  scale_min<2 * P + 1>(b, d1, m1);
+__attribute__((always_inline)) inline void k4_pair(const uint8_t* b, __m512 sm, typename D::T* dst) {
+  const vf d0 = lane<2 * P>(sm), m0 = lane<8 + 2 * P>(sm), d1 = lane<2 * P + 1>(sm), m1 = lane<9 + 2 * P>(sm);
   const uint8_t* qs = b + (Q5 ? 48 : 16) + 32 * P;
   const __m512i low4 = set1(15), bit4 = set1(16);
   vf lo[2], hi[2];
@@ -83,31 +92,36 @@ __attribute__((always_inline)) inline void k4_pair(const uint8_t* b, typename D:
 }
 
 template <class D, bool S, bool Q5> __attribute__((always_inline)) inline void k4(const uint8_t* b, typename D::T* dst) {
-  k4_pair<D, S, Q5, 0>(b, dst);
-  k4_pair<D, S, Q5, 1>(b, dst);
-  k4_pair<D, S, Q5, 2>(b, dst);
-  k4_pair<D, S, Q5, 3>(b, dst);
+  const __m512 sm = k4_scales(b);
+  k4_pair<D, S, Q5, 0>(b, sm, dst);
+  k4_pair<D, S, Q5, 1>(b, sm, dst);
+  k4_pair<D, S, Q5, 2>(b, sm, dst);
+  k4_pair<D, S, Q5, 3>(b, sm, dst);
 }
 
 // q6_K chunk C (16 elements) of half H: low four bits from ql (nibble C / 4 of
 // bytes 16 (C % 4)), high two from qh (bits 2 (C / 2) of bytes 16 (C % 2)), minus 32.
-template <int H, int C> inline vf q6_chunk(const uint8_t* b) {
+template <int H, int C> inline vf q6_chunk(const uint8_t* b, __m512 ds) {
   const __m512i l = u8x16(b + 64 * H + 16 * (C % 4)), h = u8x16(b + 128 + 32 * H + 16 * (C % 2));
   __m512i lo = shift<4 * (C / 4)>(l);
   if constexpr (C / 4 == 0) lo = _mm512_and_si512(lo, set1(15));
   const __m512i q = _mm512_sub_epi32(or_masked(lo, shift<2 * (C / 2) - 4>(h), set1(0x30)), set1(32));
-  const vf d = broadcast(quant::load_f16(b + 208) * float(int8_t(b[192 + 8 * H + C])));
-  return scaled(d, q);
+  return scaled(lane<8 * H + C>(ds), q);
 }
 template <class D, bool S, int H, int C>
-__attribute__((always_inline)) inline void q6_pair(const uint8_t* b, typename D::T* dst) {
-  put2<D, S>(dst + 128 * H + 16 * C, q6_chunk<H, C>(b), q6_chunk<H, C + 1>(b));
+__attribute__((always_inline)) inline void q6_pair(const uint8_t* b, __m512 ds, typename D::T* dst) {
+  put2<D, S>(dst + 128 * H + 16 * C, q6_chunk<H, C>(b, ds), q6_chunk<H, C + 1>(b, ds));
 }
-template <class D, bool S, int H> __attribute__((always_inline)) inline void q6_half(const uint8_t* b, typename D::T* dst) {
-  q6_pair<D, S, H, 0>(b, dst);
-  q6_pair<D, S, H, 2>(b, dst);
-  q6_pair<D, S, H, 4>(b, dst);
-  q6_pair<D, S, H, 6>(b, dst);
+// The 16 scales of a q6_K block times d (the codec's d * float(int8 scale)).
+inline __m512 q6_scales(const uint8_t* b) {
+  return _mm512_mul_ps(_mm512_set1_ps(quant::load_f16(b + 208)), _mm512_cvtepi32_ps(s8x16(b + 192)));
+}
+template <class D, bool S, int H>
+__attribute__((always_inline)) inline void q6_half(const uint8_t* b, __m512 ds, typename D::T* dst) {
+  q6_pair<D, S, H, 0>(b, ds, dst);
+  q6_pair<D, S, H, 2>(b, ds, dst);
+  q6_pair<D, S, H, 4>(b, ds, dst);
+  q6_pair<D, S, H, 6>(b, ds, dst);
 }
 }  // namespace unpack
 
@@ -126,8 +140,9 @@ __attribute__((always_inline)) inline void unpack_block(const uint8_t* b, typena
   else if constexpr (F == QFormat::q5_K) unpack::k4<D, S, true>(b, dst);
   else {
     static_assert(F == QFormat::q6_K, "no block decoder");
-    unpack::q6_half<D, S, 0>(b, dst);
-    unpack::q6_half<D, S, 1>(b, dst);
+    const __m512 ds = unpack::q6_scales(b);
+    unpack::q6_half<D, S, 0>(b, ds, dst);
+    unpack::q6_half<D, S, 1>(b, ds, dst);
   }
 }
 #else
