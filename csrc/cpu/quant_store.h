@@ -186,14 +186,18 @@ template <class D, bool Stream> inline void put2(typename D::T* p, vf v0, vf v1)
     }
     const __m512i h = bf16_hw2(v0, v1);
     if constexpr (Stream) {
-      if (uintptr_t(p) % 64 == 0) {
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(p), h);
-      } else {
-        auto* q = reinterpret_cast<__m128i*>(p);
-        _mm_stream_si128(q, _mm512_castsi512_si128(h));
-        _mm_stream_si128(q + 1, _mm512_extracti32x4_epi32(h, 1));
-        _mm_stream_si128(q + 2, _mm512_extracti32x4_epi32(h, 2));
-        _mm_stream_si128(q + 3, _mm512_extracti32x4_epi32(h, 3));
+      // p is 16-byte aligned: as few stores as its place in a 64-byte line allows
+      auto* q = reinterpret_cast<__m128i*>(p);
+      switch (uintptr_t(p) % 64) {
+        case 0: _mm512_stream_si512(reinterpret_cast<__m512i*>(p), h); break;
+        case 32:
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(q), _mm512_castsi512_si256(h));
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(q + 2), _mm512_extracti64x4_epi64(h, 1));
+          break;
+        default:  // 16 or 48: bytes 16-47 are a 32-byte-aligned half line
+          _mm_stream_si128(q, _mm512_castsi512_si128(h));
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(q + 1), _mm512_castsi512_si256(_mm512_alignr_epi64(h, h, 2)));
+          _mm_stream_si128(q + 3, _mm512_extracti32x4_epi32(h, 3));
       }
     } else {
       _mm512_storeu_si512(p, h);
