@@ -1,6 +1,7 @@
 // braze._cpu: the native CPU backend (always built).
 #include "bindings/families.h"
 #include "cpu/attention.h"
+#include "cpu/hw_bf16.h"
 #include "cpu/norm.h"
 #include "cpu/ops.h"
 #include "cpu/quant.h"
@@ -80,6 +81,11 @@ NB_MODULE(_cpu, m) {
   m.def("set_quant_vnni", &cpu::set_quant_vnni, nb::arg("on"),
         "For tests: False runs those formats' vpmaddubsw path (the same results); True where the CPU "
         "has no VNNI raises ValueError.");
+  m.def("hw_bf16", &cpu::hw_bf16,
+        "Whether the avx512 build's dequantize narrows to bfloat16 with AVX-512 BF16 instructions.");
+  m.def("set_hw_bf16", &cpu::set_hw_bf16, nb::arg("on"),
+        "For tests: False narrows with integer rounding (the same bits); True where the CPU has no "
+        "AVX-512 BF16 raises ValueError.");
   // The copy ceiling of `braze bench`: the pool's threads each memcpy one slice.
   m.def("copy", [](bind::Array src, nb::ndarray<> dst) {
     size_t n = src.nbytes();

@@ -13,6 +13,7 @@
 #include "core/quant/gguf_fp4.h"
 #include "cpu/quant_mx.h"
 #include "cpu/quant_store.h"
+#include "cpu/quant_unpack.h"
 #include "cpu/simd.h"
 
 namespace braze::cpu::BRAZE_ISA {
@@ -113,8 +114,12 @@ __attribute__((always_inline)) inline void decode_block(const uint8_t* blk, type
 template <QFormat F, class D, bool Stream>
 __attribute__((noinline, flatten)) void decode_row(const uint8_t* src, typename D::T* dst, int64_t blocks) {
   constexpr int CH = Codec<F>::kChunk, B = quant::info(F).blocks.block, BB = quant::info(F).blocks.block_bytes;
-  for (int64_t b = 0; b < blocks; ++b)
-    decode_block<F, D, Stream>(src + b * BB, dst + b * B, std::make_integer_sequence<int, B / CH>{});
+  for (int64_t b = 0; b < blocks; ++b) {
+    if constexpr (kBlockUnpack<F>)
+      unpack_block<F, D, Stream>(src + b * BB, dst + b * B);
+    else
+      decode_block<F, D, Stream>(src + b * BB, dst + b * B, std::make_integer_sequence<int, B / CH>{});
+  }
 }
 
 template <QFormat F, class D> void dequantize_blocks(const quant::DequantArgs& a) {
@@ -156,16 +161,18 @@ template <QFormat F, class D> void quantize_blocks(const quant::QuantArgs& a) {
 }  // namespace
 
 void dequantize_run(const quant::DequantArgs& a) {
+  if (quant::info(a.format).layout == quant::Layout::split) return dequantize_split_run(a);
   with_float_dtype(a.dtype, [&](auto d) {
-    using D = decltype(d);
-    switch (a.format) {
+    with_narrowing<decltype(d)>([&](auto n) {
+      using D = decltype(n);
+      switch (a.format) {
 #define BRAZE_CASE(name) case QFormat::name: return dequantize_blocks<QFormat::name, D>(a);
-      BRAZE_CPU_DECODE_FORMATS(BRAZE_CASE)
+        BRAZE_CPU_DECODE_FORMATS(BRAZE_CASE)
 #undef BRAZE_CASE
-      default:
-        if (quant::info(a.format).layout == quant::Layout::split) return dequantize_split_run(a);
-        throw ValueError(std::string("dequantize: no CPU kernel for ") + quant::info(a.format).name);
-    }
+        default:
+          throw ValueError(std::string("dequantize: no CPU kernel for ") + quant::info(a.format).name);
+      }
+    });
   });
 }
 

@@ -128,6 +128,33 @@ template <Elem E> inline vf decode_v(vu c) {
   return (vf)(b | sign);
 }
 
+// decode_v<E> as a callable; e2m1 in the AVX-512 build: one vpermps from the
+// codec's 16 values (decode_elem, which decode_v equals) held in a register.
+template <Elem E> struct CodeDecoder {
+  vf operator()(vu c) const { return decode_v<E>(c); }
+};
+#if defined(__AVX512F__)
+template <> struct CodeDecoder<Elem::e2m1> {
+  __m512 t = _mm512_loadu_ps(table<Elem::e2m1>());
+  vf operator()(vu c) const { return (vf)_mm512_permutexvar_ps((__m512i)c, t); }
+};
+// e4m3 as decode_v with mask registers: a normal code's bits are (mag << 20) + (120 << 23);
+// exponent 0 lanes get man * 2^-9 (a masked multiply), mag 0x7f the quiet NaN, then the sign.
+template <> struct CodeDecoder<Elem::e4m3> {
+  vf operator()(vu c) const {
+    const __m512i v = (__m512i)c, mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7f));
+    __m512 r = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
+    const __mmask16 sub = _mm512_testn_epi32_mask(v, _mm512_set1_epi32(0x78));
+    r = _mm512_mask_mul_ps(r, sub, _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(7))),
+                           _mm512_set1_ps(quant::bits_f32(uint32_t(-9 + 127) << 23)));
+    r = _mm512_mask_mov_ps(r, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)),
+                           _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+    const __m512i sign = _mm512_slli_epi32(v, 24);  // bit 7 to bit 31; the code's other bits go above 31
+    return (vf)_mm512_ternarylogic_epi32(_mm512_castps_si512(r), sign, _mm512_set1_epi32(int(0x80000000u)), 0xf8);
+  }
+};
+#endif
+
 // W byte codes at p.
 inline vu codes8(const uint8_t* p) {
 #if defined(__AVX512F__)
@@ -175,6 +202,7 @@ inline vu codes4(const uint8_t* p) {
 template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
   constexpr int Bits = ElemCode<E>::bits;
   const float* t = table<E>();
+  const CodeDecoder<E> dec;
   const int64_t blocks = a.cols / 32;
   const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols * Bits / 8 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
@@ -185,11 +213,11 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
       for (int64_t b = 0; b < blocks; ++b) {
         const float x = quant::e8m0_to_f32(sc[b]);
-        if constexpr (Bits == 8 || Bits == 4) {  // codes decoded in vectors
-          for (int i = 0; i < 32; i += W) {
-            const vu c = Bits == 8 ? codes8(row + b * 32 + i) : codes4(row + (b * 32 + i) / 2);
-            put<D, nt>(dst + b * 32 + i, decode_v<E>(c) * x);
-          }
+        if constexpr (Bits == 8 || Bits == 4) {  // codes decoded in vectors, two at a time
+          auto value = [&](int i) {
+            return dec(Bits == 8 ? codes8(row + b * 32 + i) : codes4(row + (b * 32 + i) / 2)) * x;
+          };
+          for (int i = 0; i < 32; i += 2 * W) put2<D, nt>(dst + b * 32 + i, value(i), value(i + W));
           continue;
         }
         alignas(64) float buf[32];
@@ -208,6 +236,8 @@ template <Elem E, class D> void deq_mx(const quant::DequantArgs& a) {
 template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
   const float* t8 = table<Elem::e4m3>();
   const float ts = *a.tensor_scale;
+  const CodeDecoder<Elem::e2m1> dec;
+  const int64_t blocks = a.cols / 16;
   const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols / 2 + a.cols * int64_t(sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
    with_stream(stream, [&](auto nt) {
@@ -215,18 +245,23 @@ template <class D> void deq_nvfp4(const quant::DequantArgs& a) {
       const uint8_t* row = a.data + r * a.data_stride;
       const uint8_t* sc = static_cast<const uint8_t*>(a.scales) + r * a.scales_stride;
       auto* dst = static_cast<typename D::T*>(a.out) + r * a.out_stride;
-      for (int64_t b = 0; b < a.cols / 16; ++b) {
-        const float s = t8[sc[b]];
-        for (int i = 0; i < 16; i += W) put<D, nt>(dst + b * 16 + i, decode_v<Elem::e2m1>(codes4(row + b * 8 + i / 2)) * s * ts);
+      // element i of block b: its code times the block's scale, times the tensor's
+      auto value = [&](int64_t b, int i) { return dec(codes4(row + b * 8 + i / 2)) * t8[sc[b]] * ts; };
+      int64_t b = 0;
+      if constexpr (W == 16) {  // two blocks a put2
+        for (; b + 2 <= blocks; b += 2) put2<D, nt>(dst + b * 16, value(b, 0), value(b + 1, 0));
       }
+      for (; b < blocks; ++b)
+        for (int i = 0; i < 16; i += W) put<D, nt>(dst + b * 16 + i, value(b, i));
     }
    });
   });
 }
 
 // fp8 / int8: rows of codes times a scale that is per tensor, per row or per 128 columns of a 128-row block.
-template <class D, class Code, class Dec>
+template <class D, class Code, Elem E, class Dec>
 void deq_scaled(const quant::DequantArgs& a, Dec dec) {
+  const CodeDecoder<E> vdec;
   const float* scales = static_cast<const float*>(a.scales);
   const bool stream = stream_out<D>(a.out, a.rows, a.cols, a.out_stride);
   parallel_rows(a.rows, a.cols * int64_t(1 + sizeof(typename D::T)), [&](int64_t r0, int64_t r1) {
@@ -242,14 +277,16 @@ void deq_scaled(const quant::DequantArgs& a, Dec dec) {
         alignas(64) float buf[128];
         int64_t j0 = 0;
         if constexpr (std::is_same_v<Code, uint8_t>) {  // fp8: whole vectors decoded in registers
-          for (; j0 + W <= n; j0 += W) {
-            const vu c = codes8(reinterpret_cast<const uint8_t*>(row) + k0 + j0);
-            put<D, nt>(dst + k0 + j0, (a.format == QFormat::fp8_e4m3 ? decode_v<Elem::e4m3>(c) : decode_v<Elem::e5m2>(c)) * s);
-          }
+          auto value = [&](int64_t j) {
+            const vu c = codes8(reinterpret_cast<const uint8_t*>(row) + k0 + j);
+            return vdec(c) * s;
+          };
+          for (; j0 + 2 * W <= n; j0 += 2 * W) put2<D, nt>(dst + k0 + j0, value(j0), value(j0 + W));
+          for (; j0 + W <= n; j0 += W) put<D, nt>(dst + k0 + j0, value(j0));
         } else {  // int8: float(c) * s
-          for (; j0 + W <= n; j0 += W) {
-            put<D, nt>(dst + k0 + j0, levels_to_float(row + k0 + j0) * s);
-          }
+          for (; j0 + 2 * W <= n; j0 += 2 * W)
+            put2<D, nt>(dst + k0 + j0, levels_to_float(row + k0 + j0) * s, levels_to_float(row + k0 + j0 + W) * s);
+          for (; j0 + W <= n; j0 += W) put<D, nt>(dst + k0 + j0, levels_to_float(row + k0 + j0) * s);
         }
         for (int64_t j = j0; j < n; ++j) buf[j - j0] = dec(row[k0 + j]) * s;
         lanes(n - j0, [&](int64_t i, int64_t c) { st<D>(dst + k0 + j0, i, c, load<F32>(buf + i)); });
@@ -277,10 +314,13 @@ template <int Bits, class D, class S> void deq_affine(const quant::DequantArgs& 
         const float s = load_scalar<S>(a.scales, r * a.scales_stride + gi);
         const float b = load_scalar<S>(a.biases, r * a.biases_stride + gi);
         if constexpr (Bits == 8 || Bits == 4) {  // affine_decode8's s * c + b, whole vectors of codes
-          for (int64_t j = 0; j < g; j += W) {
+          auto value = [&](int64_t j) {
             const vu c = Bits == 8 ? codes8(row + gi * g + j) : codes4(row + (gi * g + j) / 2);
-            put<D, nt>(dst + gi * g + j, add_keep_nan(s * __builtin_convertvector((vi)c, vf), broadcast(b)));
-          }
+            return add_keep_nan(s * __builtin_convertvector((vi)c, vf), broadcast(b));
+          };
+          int64_t j = 0;
+          for (; j + 2 * W <= g; j += 2 * W) put2<D, nt>(dst + gi * g + j, value(j), value(j + W));
+          for (; j < g; j += W) put<D, nt>(dst + gi * g + j, value(j));
           continue;
         }
         alignas(64) float buf[128];
@@ -539,7 +579,8 @@ template <class D> void act_nvfp4(const quant::ActQuantArgs& a) {
 
 void dequantize_split_run(const quant::DequantArgs& a) {
   with_float_dtype(a.dtype, [&](auto d) {
-    using D = decltype(d);
+   with_narrowing<decltype(d)>([&](auto narrow) {
+    using D = decltype(narrow);
     switch (a.format) {
       case QFormat::mxfp4: return deq_mx<Elem::e2m1, D>(a);
       case QFormat::mxfp6_e2m3: return deq_mx<Elem::e2m3, D>(a);
@@ -549,16 +590,17 @@ void dequantize_split_run(const quant::DequantArgs& a) {
       case QFormat::nvfp4: return deq_nvfp4<D>(a);
       case QFormat::fp8_e4m3: {
         const float* t = table<Elem::e4m3>();
-        return deq_scaled<D, uint8_t>(a, [t](uint8_t c) { return t[c]; });
+        return deq_scaled<D, uint8_t, Elem::e4m3>(a, [t](uint8_t c) { return t[c]; });
       }
       case QFormat::fp8_e5m2: {
         const float* t = table<Elem::e5m2>();
-        return deq_scaled<D, uint8_t>(a, [t](uint8_t c) { return t[c]; });
+        return deq_scaled<D, uint8_t, Elem::e5m2>(a, [t](uint8_t c) { return t[c]; });
       }
-      case QFormat::int8: return deq_scaled<D, int8_t>(a, [](int8_t c) { return float(c); });
+      case QFormat::int8: return deq_scaled<D, int8_t, Elem::e4m3>(a, [](int8_t c) { return float(c); });
       default:
         with_float_dtype(a.scales_dtype, [&](auto s) { deq_affine_bits<D, decltype(s)>(a); });
     }
+   });
   });
 }
 

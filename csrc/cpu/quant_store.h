@@ -7,6 +7,7 @@
 #pragma once
 #include <type_traits>
 
+#include "cpu/hw_bf16.h"
 #include "cpu/runtime.h"
 #include "cpu/simd.h"
 
@@ -54,13 +55,47 @@ inline __m256i bf16_bits16(vf v) {
   return _mm512_cvtepi32_epi16(
       _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40))));
 }
+
+// bfloat16 outputs narrowed by AVX-512 BF16 (hw_bf16(): the kernels pick this storage
+// tag at run time). The build's flags lack the extension, so the instructions are
+// inline assembly: vcvtneps2bf16 / vcvtne2ps2bf16 round to nearest even and quiet
+// NaNs as bf16_bits16 does, but read denormal inputs as zero, so a vector holding
+// a denormal (vfpclassps) takes bf16_bits16 instead. Loads and the generic stores
+// (row tails) are BF16's.
+struct BF16N { using T = uint16_t; };
+template <> inline vf load<BF16N>(const uint16_t* p) { return load<BF16>(p); }
+template <> inline void store<BF16N>(uint16_t* p, vf v) { store<BF16>(p, v); }
+inline bool has_denormal(vf v) { return _mm512_fpclass_ps_mask((__m512)v, 0x20) != 0; }
+inline __m256i bf16_hw(vf v) {
+  __m256i r;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"((__m512)v));
+  return r;
+}
+// lo's 16 lanes, then hi's, as 32 bf16.
+inline __m512i bf16_hw2(vf lo, vf hi) {
+  __m512i r;
+  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"((__m512)hi), "v"((__m512)lo));
+  return r;
+}
 #endif
+
+// Calls body(N{}) with N = BF16N where D is BF16 and the run-time choice is on, else D.
+template <class D, class F> inline void with_narrowing(F body) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<D, BF16>) {
+    if (hw_bf16()) return body(BF16N{});
+  }
+#endif
+  body(D{});
+}
 
 // One vector of output at p; Stream: a non-temporal store, p 16-byte aligned.
 template <class D, bool Stream> inline void put(typename D::T* p, vf v) {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<D, BF16>) {
-    const __m256i h = bf16_bits16(v);
+  if constexpr (std::is_same_v<D, BF16> || std::is_same_v<D, BF16N>) {
+    __m256i h;
+    if constexpr (std::is_same_v<D, BF16N>) h = __builtin_expect(has_denormal(v), 0) ? bf16_bits16(v) : bf16_hw(v);
+    else h = bf16_bits16(v);
     if constexpr (Stream) {
       _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(h));
       _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(h, 1));
@@ -128,10 +163,48 @@ inline vf broadcast(float a) {
 // a + b with a's NaN when both are NaN, as x86's scalar add (and so the
 // numpy references) gives: the compiler may swap the operands of a vector
 // add, which keeps the value but takes the other NaN.
-inline vf add_keep_nan(vf a, vf b) { return select(a != a, a, a + b); }
+// The AVX-512 build writes the add as one vaddps whose first source is a (inline
+// assembly, which the compiler cannot reorder), NaN-safe with no select.
+inline vf add_keep_nan(vf a, vf b) {
+#if defined(__AVX512F__)
+  __m512 r;
+  asm("vaddps %2, %1, %0" : "=v"(r) : "v"((__m512)a), "v"((__m512)b));
+  return (vf)r;
+#else
+  return select(a != a, a, a + b);
+#endif
+}
 
 // Two vectors of output at p (2 W elements): bf16 packs both in one pass.
 template <class D, bool Stream> inline void put2(typename D::T* p, vf v0, vf v1) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<D, BF16N>) {
+    if (__builtin_expect(has_denormal(v0) || has_denormal(v1), 0)) {
+      put<BF16, Stream>(p, v0);
+      put<BF16, Stream>(p + W, v1);
+      return;
+    }
+    const __m512i h = bf16_hw2(v0, v1);
+    if constexpr (Stream) {
+      // p is 16-byte aligned: as few stores as its place in a 64-byte line allows
+      auto* q = reinterpret_cast<__m128i*>(p);
+      switch (uintptr_t(p) % 64) {
+        case 0: _mm512_stream_si512(reinterpret_cast<__m512i*>(p), h); break;
+        case 32:
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(q), _mm512_castsi512_si256(h));
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(q + 2), _mm512_extracti64x4_epi64(h, 1));
+          break;
+        default:  // 16 or 48: bytes 16-47 are a 32-byte-aligned half line
+          _mm_stream_si128(q, _mm512_castsi512_si128(h));
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(q + 1), _mm512_castsi512_si256(_mm512_alignr_epi64(h, h, 2)));
+          _mm_stream_si128(q + 3, _mm512_extracti32x4_epi32(h, 3));
+      }
+    } else {
+      _mm512_storeu_si512(p, h);
+    }
+    return;
+  }
+#endif
 #if defined(__AVX2__) && !defined(__AVX512F__)
   if constexpr (std::is_same_v<D, BF16>) {
     const __m256i r = _mm256_permute4x64_epi64(_mm256_packus_epi32(bf16_lanes(v0), bf16_lanes(v1)), 0xd8);

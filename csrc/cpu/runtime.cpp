@@ -1,4 +1,5 @@
 #include "cpu/runtime.h"
+#include "cpu/hw_bf16.h"
 
 #include "core/error.h"
 
@@ -322,6 +323,27 @@ bool quant_vnni() {
 void set_quant_vnni(bool on) {
   if (on && !cpu_has_vnni()) throw ValueError("on: this CPU (or build) has no AVX-512 VNNI");
   g_vnni.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+bool cpu_has_avx512bf16() {
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  return isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+namespace {
+std::atomic<int> g_hw_bf16{-1};  // -1: not chosen yet (on where the CPU has it)
+}
+bool hw_bf16() {
+  int v = g_hw_bf16.load(std::memory_order_relaxed);
+  if (v < 0) g_hw_bf16.store(v = cpu_has_avx512bf16() ? 1 : 0, std::memory_order_relaxed);
+  return v == 1;
+}
+void set_hw_bf16(bool on) {
+  if (on && !cpu_has_avx512bf16()) throw ValueError("on: this CPU (or build) has no AVX-512 BF16");
+  g_hw_bf16.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 void set_num_threads(int n) {
