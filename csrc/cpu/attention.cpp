@@ -118,8 +118,9 @@ inline void scores_rows(const float* Q, const typename L::T* const* K, float* S,
   }
 }
 
-// O[r, d0 : d0 + NV W] += sum_j P[r, j] V[j, d0 : ...] for R rows.
-template <class L, int R, int NV>
+// O[r, d0 : d0 + NV W] += sum_j P[r, j] V[j, d0 : ...] for R rows; P's rows PS floats apart
+// (the prefill tile's NK, the decode tile's NT).
+template <class L, int R, int NV, int PS = NK>
 inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int64_t dim, int64_t d0, int n) {
   vf acc[R][NV];
   for (int r = 0; r < R; ++r)
@@ -128,7 +129,7 @@ inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int
     vf vv[NV];
     for (int x = 0; x < NV; ++x) vv[x] = load<L>(V[j] + d0 + x * W);
     for (int r = 0; r < R; ++r) {
-      const vf p = bcast(P + r * NK + j);
+      const vf p = bcast(P + r * PS + j);
       for (int x = 0; x < NV; ++x) acc[r][x] += p * vv[x];
     }
   }

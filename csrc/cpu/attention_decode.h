@@ -12,7 +12,7 @@
 //   rescale, so the tile costs one compare and one vexp per W keys, and the
 //   row's sum stays a vector (reduced once, at the end of the range).
 // * P V: broadcast probabilities times V rows into R x NV accumulators of
-//   O's columns, NV W-wide vectors at a time.
+//   O's columns, NV W-wide vectors at a time (attention.cpp's pv_rows).
 #pragma once
 
 constexpr int NT = 16;          // keys per decode tile
@@ -132,30 +132,12 @@ inline void tile_scores(const float* Q, int64_t dim, const typename L::T* const*
     for (int v = 0; v < SV; ++v) S[r][v] = sum_groups(&U[r][v * (W / 4)]);
 }
 
-// O[r, d0 : d0 + NV W] += sum_j P[r, j] V[j, d0 : ...] for R rows, j < n.
-template <class L, int R, int NV>
-inline void tile_pv_cols(const float* P, const typename L::T* const* V, float* O, int64_t dim, int64_t d0, int n) {
-  vf acc[R][NV];
-  for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NV; ++x) acc[r][x] = load<F32>(O + r * dim + d0 + x * W);
-  for (int j = 0; j < n; ++j) {
-    vf vv[NV];
-    for (int x = 0; x < NV; ++x) vv[x] = load<L>(V[j] + d0 + x * W);
-    for (int r = 0; r < R; ++r) {
-      const vf p = bcast(P + r * NT + j);
-      for (int x = 0; x < NV; ++x) acc[r][x] += p * vv[x];
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NV; ++x) store<F32>(O + r * dim + d0 + x * W, acc[r][x]);
-}
-
 template <class L, int R>
 inline void tile_pv(const float* P, const typename L::T* const* V, float* O, int64_t dim, int n) {
   int64_t d = 0;
-  for (; d + kPvCols * W <= dim; d += kPvCols * W) tile_pv_cols<L, R, kPvCols>(P, V, O, dim, d, n);
-  for (; d + 2 * W <= dim; d += 2 * W) tile_pv_cols<L, R, 2>(P, V, O, dim, d, n);
-  if (d < dim) tile_pv_cols<L, R, 1>(P, V, O, dim, d, n);
+  for (; d + kPvCols * W <= dim; d += kPvCols * W) pv_rows<L, R, kPvCols, NT>(P, V, O, dim, d, n);
+  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<L, R, 2, NT>(P, V, O, dim, d, n);
+  if (d < dim) pv_rows<L, R, 1, NT>(P, V, O, dim, d, n);
 }
 
 // The online softmax of one row over a tile: s (the scores, capped, lanes

@@ -312,19 +312,6 @@ bool cpu_has_vnni() {
   return false;
 #endif
 }
-namespace {
-std::atomic<int> g_vnni{-1};  // -1: not chosen yet (on where the CPU has it)
-}
-bool quant_vnni() {
-  int v = g_vnni.load(std::memory_order_relaxed);
-  if (v < 0) g_vnni.store(v = cpu_has_vnni() ? 1 : 0, std::memory_order_relaxed);
-  return v == 1;
-}
-void set_quant_vnni(bool on) {
-  if (on && !cpu_has_vnni()) throw ValueError("on: this CPU (or build) has no AVX-512 VNNI");
-  g_vnni.store(on ? 1 : 0, std::memory_order_relaxed);
-}
-
 bool cpu_has_avx512bf16() {
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
@@ -334,17 +321,29 @@ bool cpu_has_avx512bf16() {
 #endif
 }
 namespace {
-std::atomic<int> g_hw_bf16{-1};  // -1: not chosen yet (on where the CPU has it)
-}
-bool hw_bf16() {
-  int v = g_hw_bf16.load(std::memory_order_relaxed);
-  if (v < 0) g_hw_bf16.store(v = cpu_has_avx512bf16() ? 1 : 0, std::memory_order_relaxed);
-  return v == 1;
-}
-void set_hw_bf16(bool on) {
-  if (on && !cpu_has_avx512bf16()) throw ValueError("on: this CPU (or build) has no AVX-512 BF16");
-  g_hw_bf16.store(on ? 1 : 0, std::memory_order_relaxed);
-}
+// A kernel choice that is on where the CPU has its feature, until set; setting
+// it on where the CPU lacks it is a ValueError naming `on`.
+struct FeatureSwitch {
+  std::atomic<int> v{-1};  // -1: not chosen yet
+  bool (*has)();
+  const char* lacks;
+  bool get() {
+    int c = v.load(std::memory_order_relaxed);
+    if (c < 0) v.store(c = has() ? 1 : 0, std::memory_order_relaxed);
+    return c == 1;
+  }
+  void set(bool on) {
+    if (on && !has()) throw ValueError(lacks);
+    v.store(on ? 1 : 0, std::memory_order_relaxed);
+  }
+};
+FeatureSwitch g_vnni{-1, cpu_has_vnni, "on: this CPU (or build) has no AVX-512 VNNI"};
+FeatureSwitch g_hw_bf16{-1, cpu_has_avx512bf16, "on: this CPU (or build) has no AVX-512 BF16"};
+}  // namespace
+bool quant_vnni() { return g_vnni.get(); }
+void set_quant_vnni(bool on) { g_vnni.set(on); }
+bool hw_bf16() { return g_hw_bf16.get(); }
+void set_hw_bf16(bool on) { g_hw_bf16.set(on); }
 
 void set_num_threads(int n) {
   g_threads.store(std::max(1, n));
