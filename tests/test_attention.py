@@ -280,6 +280,34 @@ def _check_outputs(got, want, dtype):
         assert res.ok, res.message
 
 
+# The CPU's query tiles: up to 4 W rows (q heads of a group x queries) take the
+# transposed-score path, fewer than 5 and more than 4 W the dot-product one.
+# Groups 1, 3, 8 and 64 make tiles of 64 / 63 / 64 / 64 rows (AVX-512; on AVX2
+# 64 rows is more than 4 W), sequences of 0 and 1 token make tiles of 1-4 rows.
+@pytest.mark.parametrize("isa", _cpu.isas_supported())
+@pytest.mark.parametrize("ci", range(len(FLASH_CASES)))
+@pytest.mark.parametrize("group", (1, 3, 8, 64))
+def test_cpu_prefill_tiles_match_reference(group, ci, isa):
+    case, hkv = FLASH_CASES[ci], 1 if group == 64 else 2
+    hq, d = hkv * group, (64, 80)[ci % 2]
+    rng = np.random.default_rng(60 + ci)
+    lens = (70, 0, 1, 33)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    n = int(cu[-1])
+    q, k, v = (rng.normal(size=(n, h, d)).astype(np.float32) for h in (hq, hkv, hkv))
+    kw = {k_: x for k_, x in case.items() if k_ != "sinks"}
+    if case.get("sinks"):
+        kw["sinks"] = rng.normal(0.5, 1.0, (hq,)).astype(np.float32)
+    want = ref.prefill(*(x.astype(np.float64) for x in (q, k, v)), cu,
+                       **{k_: (x.astype(np.float64) if k_ == "sinks" else x) for k_, x in kw.items()})
+    with cpu_isa(isa):
+        got = attention.prefill(q, k, v, cu, **kw)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for name, g, w in zip(("out", "lse"), got, want):
+        res = testing.compare(g, w, (2e-5, 2e-5), name)
+        assert res.ok, res.message
+
+
 @pytest.mark.cuda
 @needs_cuda
 @pytest.mark.parametrize("ci", range(len(FLASH_CASES)))

@@ -1,13 +1,15 @@
-// The attention family on the CPU. Prefill is one routine (attend_tiles): a
-// set of M query rows (f32, pre-scaled) that share their keys (the q heads of
-// one GQA group times a tile of queries) walks a key range in tiles of NK keys:
-// scores from register-blocked dot products over head_dim (4 rows x 2 keys per
-// block), an online softmax with a running max and sum per row, and P V
-// accumulated 4 rows x 2W columns at a time; it runs (sequence, kv head, query
-// tile) tasks. Decode (attention_decode.h: tiles of 16 keys, scores reduced
-// into one vector a row, a lazily rescaled softmax) runs (sequence, key range)
-// tasks, every kv head of a tile before the next tile, and merges the partial
-// states.
+// The attention family on the CPU. Prefill runs (kv head, sequence, query
+// tile) tasks; a task's M query rows (f32, pre-scaled) share their keys (the q
+// heads of one GQA group times a tile of queries) and walk the key range in
+// tiles of NK keys. Up to 4 W rows (attend_tiles_t): the tile's keys packed to
+// f32, the scores transposed (keys x rows) as an outer product of q^T's columns
+// and broadcast key elements, an online softmax across rows (W rows a vector),
+// and P V accumulated 4 rows x kPvCols W columns at a time. Up to 4 rows, or
+// more than 4 W (attend_tiles): scores as dot products over head_dim (4 rows x
+// 2 keys a block), the softmax row by row. Decode (attention_decode.h: tiles of
+// 16 keys, scores reduced into one vector a row, a lazily rescaled softmax)
+// runs (sequence, key range) tasks, every kv head of a tile before the next
+// tile, and merges the partial states.
 #include "cpu/attention.h"
 
 #include <cmath>
@@ -80,14 +82,15 @@ inline vf bcast(const float* p) {
 
 // Per-thread buffers, reused across calls.
 struct Scratch {
-  std::vector<float> q, o, k, v, s;
+  std::vector<float> q, o, k, v, s, qt;
   std::vector<float> m, l, lv;  // lv: decode's row sums, W lanes a row
   std::vector<int64_t> lo, hi;
   void size(int64_t rows, int64_t dim) {
     if (int64_t(lv.size()) < rows * W) lv.resize(rows * W);
     if (int64_t(q.size()) < rows * dim) q.resize(rows * dim), o.resize(rows * dim);
     if (int64_t(k.size()) < NK * dim) k.resize(NK * dim), v.resize(NK * dim);
-    if (int64_t(s.size()) < rows * NK) s.resize(rows * NK);
+    if (int64_t(s.size()) < (rows + W) * NK) s.resize((rows + W) * NK);  // + W: a transposed tile's padding rows
+    if (int64_t(qt.size()) < (rows + W) * dim) qt.resize((rows + W) * dim);
     if (int64_t(m.size()) < rows) m.resize(rows), l.resize(rows), lo.resize(rows), hi.resize(rows);
   }
 };
@@ -119,8 +122,9 @@ inline void scores_rows(const float* Q, const typename L::T* const* K, float* S,
 }
 
 // O[r, d0 : d0 + NV W] += sum_j P[r, j] V[j, d0 : ...] for R rows; P's rows PS floats apart
-// (the prefill tile's NK, the decode tile's NT).
-template <class L, int R, int NV, int PS = NK>
+// (the prefill tile's NK, the decode tile's NT) and its keys PJ (1, or the rows of a
+// transposed tile).
+template <class L, int R, int NV, int PS = NK, int PJ = 1>
 inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int64_t dim, int64_t d0, int n) {
   vf acc[R][NV];
   for (int r = 0; r < R; ++r)
@@ -129,7 +133,7 @@ inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int
     vf vv[NV];
     for (int x = 0; x < NV; ++x) vv[x] = load<L>(V[j] + d0 + x * W);
     for (int r = 0; r < R; ++r) {
-      const vf p = bcast(P + r * PS + j);
+      const vf p = bcast(P + r * PS + j * PJ);
       for (int x = 0; x < NV; ++x) acc[r][x] += p * vv[x];
     }
   }
@@ -137,11 +141,14 @@ inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int
     for (int x = 0; x < NV; ++x) store<F32>(O + r * dim + d0 + x * W, acc[r][x]);
 }
 
-template <class L, int R>
+// O's columns kPvCols vectors at a time (R x kPvCols accumulators), then 2, then 1.
+constexpr int kPvCols = W == 16 ? 4 : 2;
+template <class L, int R, int PS = NK, int PJ = 1>
 inline void pv_block(const float* P, const typename L::T* const* V, float* O, int64_t dim, int n) {
   int64_t d = 0;
-  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<L, R, 2>(P, V, O, dim, d, n);
-  if (d < dim) pv_rows<L, R, 1>(P, V, O, dim, d, n);
+  for (; d + kPvCols * W <= dim; d += kPvCols * W) pv_rows<L, R, kPvCols, PS, PJ>(P, V, O, dim, d, n);
+  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<L, R, 2, PS, PJ>(P, V, O, dim, d, n);
+  if (d < dim) pv_rows<L, R, 1, PS, PJ>(P, V, O, dim, d, n);
 }
 
 template <class F> inline void by_row_blocks(int M, F f) {
@@ -264,11 +271,130 @@ void attend_tiles(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t 
   }
 }
 
+// attend_tiles with the tile's scores transposed, S[j][r] (RV vectors of rows a key), for
+// M rows in RV vectors (the prefill tile): the scores are an outer product, q^T's
+// column of rows (one load a vector) times a key's element (one broadcast), so no
+// horizontal sums; the softmax runs across rows, a vector of W rows at a time.
+// Keys are packed to f32 rows (a tile's rows of one head lie a page apart in q / k
+// and alias in L1).
+constexpr int kAccRegs = W == 16 ? 16 : 8;  // score accumulators the registers hold
+// S[j][0 : RB W] = K[j] . Qt[:, 0 : RB W] for the NK keys of a tile, KB keys at a time
+// (KB x RB accumulators); Qt's and S's rows MP floats apart.
+template <int RB, int KB, int MP> inline void scores_t(const float* Qt, const float* K, float* S, int64_t dim) {
+  for (int j = 0; j < NK; j += KB) {
+    vf acc[KB][RB];
+    for (int b = 0; b < KB; ++b)
+      for (int v = 0; v < RB; ++v) acc[b][v] = splat(0.f);
+    for (int64_t d = 0; d < dim; ++d) {
+      vf q[RB];
+      for (int v = 0; v < RB; ++v) q[v] = load<F32>(Qt + d * MP + v * W);
+      for (int b = 0; b < KB; ++b) {
+        const vf kv = bcast(K + (j + b) * dim + d);
+        for (int v = 0; v < RB; ++v) acc[b][v] += kv * q[v];
+      }
+    }
+    for (int b = 0; b < KB; ++b)
+      for (int v = 0; v < RB; ++v) store<F32>(S + (j + b) * MP + v * W, acc[b][v]);
+  }
+}
+
+template <class D, int RV, class Src>
+void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t /*kend*/, float softcap, const Src& src,
+                    Scratch& sc) {
+  using T = typename D::T;
+  constexpr int MP = RV * W;                                       // rows, padded
+  constexpr int RB = RV < 2 ? RV : 2;                                // row vectors a score block
+  constexpr int KB = kAccRegs / RB >= 8 ? 8 : kAccRegs / RB >= 4 ? 4 : kAccRegs / RB >= 2 ? 2 : 1;  // keys a block
+  const float* Q = sc.q.data() + row0 * dim;
+  float* O = sc.o.data() + row0 * dim;
+  float* Qt = sc.qt.data();  // [dim][MP]
+  float* S = sc.s.data();    // [NK][MP]
+  alignas(64) float m[MP], l[MP], alpha[MP];
+  alignas(64) int32_t lo[MP], hi[MP];
+  for (int r = 0; r < MP; ++r) {
+    const bool in = r < M;
+    m[r] = in ? sc.m[row0 + r] : kNegInf;
+    l[r] = in ? sc.l[row0 + r] : 0.f;
+    // relative to k0 (int32 lanes); padding rows keep no key
+    lo[r] = in ? int32_t(sc.lo[row0 + r] - k0) : 0;
+    hi[r] = in ? int32_t(sc.hi[row0 + r] - k0) : 0;
+    for (int64_t d = 0; d < dim; ++d) Qt[d * MP + r] = in ? Q[r * dim + d] : 0.f;
+  }
+  const T* kr[NK];
+  const T* vr[NK];
+  const float* vt[NK];
+  for (int64_t j0 = k0; j0 < k1; j0 += NK) {
+    const int n = int(std::min<int64_t>(NK, k1 - j0));
+    const int32_t jr = int32_t(j0 - k0);
+    bool any_row = false;
+    for (int r = 0; r < M && !any_row; ++r) any_row = lo[r] < jr + n && hi[r] > jr;
+    if (!any_row) continue;
+    src.rows(j0, n, kr, vr);
+    float* K = sc.k.data();  // [NK][dim], rows past n zero
+    for (int j = 0; j < NK; ++j) {
+      float* kd = K + j * dim;
+      float* vd = sc.v.data() + j * dim;
+      for (int64_t d = 0; d < dim; d += W) {
+        store<F32>(kd + d, j < n ? load<D>(kr[j] + d) : splat(0.f));
+        if (j < n) store<F32>(vd + d, load<D>(vr[j] + d));
+      }
+      vt[j] = vd;
+    }
+    // S[j][r] = sum_d K[j][d] Qt[d][r], RB row vectors at a time
+    int v0 = 0;
+    for (; v0 + RB <= RV; v0 += RB) scores_t<RB, KB, MP>(Qt + v0 * W, K, S + v0 * W, dim);
+    if constexpr (RV % RB != 0) scores_t<RV % RB, KB, MP>(Qt + v0 * W, K, S + v0 * W, dim);
+    // the online softmax, W rows a vector: masks, the tile's max, p = e^(s - m), l, alpha
+    for (int v = 0; v < RV; ++v) {
+      vi lov, hiv;
+      memcpy(&lov, lo + v * W, sizeof lov);
+      memcpy(&hiv, hi + v * W, sizeof hiv);
+      vf mx = splat(kNegInf);
+      for (int j = 0; j < NK; ++j) {
+        float* s = S + j * MP + v * W;
+        vf x = load<F32>(s);
+        if (softcap > 0) x = softcap_v(x, softcap);
+        const vi jj = vi{} + (jr + j);
+        const vi keep = (jj >= lov) & (jj < hiv) & (vi{} + j < vi{} + n);
+        x = select(keep, x, splat(kNegInf));
+        store<F32>(s, x);
+        mx = vmax(mx, x);
+      }
+      const vf m_old = load<F32>(m + v * W), m_new = vmax(m_old, mx);
+      const vi live = m_new > splat(kNegInf);  // rows with a kept key so far
+      const vf mz = select(live, m_new, splat(0.f));
+      vf sum = splat(0.f);
+      for (int j = 0; j < NK; ++j) {
+        float* s = S + j * MP + v * W;
+        const vf p = select(live, vexp(load<F32>(s) - mz), splat(0.f));
+        store<F32>(s, p);
+        sum += p;
+      }
+      const vf a = select(m_old > splat(kNegInf), vexp(m_old - mz), splat(0.f));
+      store<F32>(alpha + v * W, select(m_new > m_old, a, splat(1.f)));
+      store<F32>(m + v * W, m_new);
+      store<F32>(l + v * W, load<F32>(l + v * W) * load<F32>(alpha + v * W) + sum);
+    }
+    for (int r = 0; r < M; ++r)
+      if (alpha[r] != 1.f) {
+        float* o = O + r * dim;
+        for (int64_t d = 0; d < dim; d += W) store<F32>(o + d, load<F32>(o + d) * alpha[r]);
+      }
+    by_row_blocks(M, [&](int r, auto R) { pv_block<F32, decltype(R)::value, 1, MP>(S + r, vt, O + r * dim, dim, n); });
+  }
+  for (int r = 0; r < M; ++r) sc.m[row0 + r] = m[r], sc.l[row0 + r] = l[r];
+}
+
 template <class D, class Src>
 void attend(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t kend, float softcap, const Src& src,
             Scratch& sc) {
-  if (std::is_same<D, F32>::value || M <= 4) attend_tiles<D, D, false>(M, row0, dim, k0, k1, kend, softcap, src, sc);
-  else attend_tiles<D, F32, true>(M, row0, dim, k0, k1, kend, softcap, src, sc);
+  if (M <= 4) return attend_tiles<D, D, false>(M, row0, dim, k0, k1, kend, softcap, src, sc);
+  const int rv = (M + W - 1) / W;
+  if (rv == 1) return attend_tiles_t<D, 1>(M, row0, dim, k0, k1, kend, softcap, src, sc);
+  if (rv == 2) return attend_tiles_t<D, 2>(M, row0, dim, k0, k1, kend, softcap, src, sc);
+  if (rv == 3) return attend_tiles_t<D, 3>(M, row0, dim, k0, k1, kend, softcap, src, sc);
+  if (rv == 4) return attend_tiles_t<D, 4>(M, row0, dim, k0, k1, kend, softcap, src, sc);
+  attend_tiles<D, F32, true>(M, row0, dim, k0, k1, kend, softcap, src, sc);
 }
 
 // Resets the state of rows [row0, row0 + M) and loads their queries (times scale; qptr(r) for r < M).
@@ -428,8 +554,8 @@ template <class D> void decode_typed(const DecodeArgs& a) {
 template <class D> void prefill_typed(const PrefillArgs& a) {
   using T = typename D::T;
   const int64_t G = a.q_heads / a.kv_heads, dim = a.dim;
-  const int64_t tq = std::max<int64_t>(1, 32 / G);  // queries per task: about 32 rows
-  // Tasks: (sequence, query tile) pairs, then kv heads; the largest tiles first.
+  const int64_t tq = std::max<int64_t>(1, 4 * W / G);  // queries per task: 4 W rows (attend_tiles_t)
+  // Tasks: kv heads, then (sequence, query tile) pairs, the largest tiles first.
   std::vector<int64_t> tiles;  // (b << 32) | tile
   for (int64_t b = 0; b < a.batch; ++b) {
     const int64_t n = a.cu_seqlens[b + 1] - a.cu_seqlens[b];
@@ -439,7 +565,8 @@ template <class D> void prefill_typed(const PrefillArgs& a) {
     std::stable_sort(tiles.begin(), tiles.end(), [&](int64_t x, int64_t y) { return (x & 0xffffffff) > (y & 0xffffffff); });
   }
   parallel_for(int64_t(tiles.size()) * a.kv_heads, [&](int64_t task, int) {
-    const int64_t tile = tiles[task / a.kv_heads], h = task % a.kv_heads;
+    // kv head by kv head: a head's keys stay in the core's L2 while its query tiles run
+    const int64_t nt = int64_t(tiles.size()), tile = tiles[task % nt], h = task / nt;
     const int64_t b = tile >> 32, t0 = (tile & 0xffffffff) * tq;
     const int64_t start = a.cu_seqlens[b], n = a.cu_seqlens[b + 1] - start;
     const int64_t nq = std::min(tq, n - t0);

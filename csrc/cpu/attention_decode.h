@@ -84,7 +84,6 @@ constexpr int SV = NT / W;  // score vectors per row and tile
 // Rows a block of the score loop holds: R x 4 accumulators, 4 key vectors and
 // a query vector in the 32 registers of AVX-512, 2 rows in the 16 of AVX / SSE.
 constexpr int kScoreRows = W == 16 ? 4 : 2;
-constexpr int kPvCols = W == 16 ? 4 : 2;  // NV of the P V loop: R x NV accumulators
 
 // Rows of keys ahead of the tile, fetched into L2 (prefetcht1) four keys at a
 // time between the score blocks of the current tile. prefetcht0 (into L1)
@@ -132,13 +131,6 @@ inline void tile_scores(const float* Q, int64_t dim, const typename L::T* const*
     for (int v = 0; v < SV; ++v) S[r][v] = sum_groups(&U[r][v * (W / 4)]);
 }
 
-template <class L, int R>
-inline void tile_pv(const float* P, const typename L::T* const* V, float* O, int64_t dim, int n) {
-  int64_t d = 0;
-  for (; d + kPvCols * W <= dim; d += kPvCols * W) pv_rows<L, R, kPvCols, NT>(P, V, O, dim, d, n);
-  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<L, R, 2, NT>(P, V, O, dim, d, n);
-  if (d < dim) pv_rows<L, R, 1, NT>(P, V, O, dim, d, n);
-}
 
 // The online softmax of one row over a tile: s (the scores, capped, lanes
 // past n at -inf) become P[0 : NT]; m, lv (the row's sum as a vector) and
@@ -195,7 +187,7 @@ inline void tile_rows(int row0, int64_t dim, const typename L::T* const* kt, con
   alignas(64) float P[R * NT];
   for (int r = 0; r < R; ++r)
     tile_softmax_row(S[r], sc.m[row0 + r], sc.lv.data() + (row0 + r) * W, O + r * dim, dim, P + r * NT);
-  tile_pv<L, R>(P, vt, O, dim, n);
+  pv_block<L, R, NT>(P, vt, O, dim, n);
 }
 
 // Rows row0 .. row0 + G - 1 (one kv head) over keys [k0, k1) of src; the
