@@ -280,7 +280,7 @@ void attend_tiles(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t 
 constexpr int kAccRegs = W == 16 ? 16 : 8;  // score accumulators the registers hold
 // S[j][0 : RB W] = K[j] . Qt[:, 0 : RB W] for the NK keys of a tile, KB keys at a time
 // (KB x RB accumulators); Qt's and S's rows MP floats apart.
-template <int RB, int KB, int MP> inline void scores_t(const float* Qt, const float* K, float* S, int64_t dim) {
+template <int RB, int KB, int MP> inline void scores_t(const float* Qt, const float* const* K, float* S, int64_t dim) {
   for (int j = 0; j < NK; j += KB) {
     vf acc[KB][RB];
     for (int b = 0; b < KB; ++b)
@@ -289,7 +289,7 @@ template <int RB, int KB, int MP> inline void scores_t(const float* Qt, const fl
       vf q[RB];
       for (int v = 0; v < RB; ++v) q[v] = load<F32>(Qt + d * MP + v * W);
       for (int b = 0; b < KB; ++b) {
-        const vf kv = bcast(K + (j + b) * dim + d);
+        const vf kv = bcast(K[j + b] + d);
         for (int v = 0; v < RB; ++v) acc[b][v] += kv * q[v];
       }
     }
@@ -323,6 +323,7 @@ void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_
   const T* kr[NK];
   const T* vr[NK];
   const float* vt[NK];
+  const float* kt[NK];
   for (int64_t j0 = k0; j0 < k1; j0 += NK) {
     const int n = int(std::min<int64_t>(NK, k1 - j0));
     const int32_t jr = int32_t(j0 - k0);
@@ -330,20 +331,27 @@ void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_
     for (int r = 0; r < M && !any_row; ++r) any_row = lo[r] < jr + n && hi[r] > jr;
     if (!any_row) continue;
     src.rows(j0, n, kr, vr);
-    float* K = sc.k.data();  // [NK][dim], rows past n zero
+    // f32 keys are read in place (a score block reads 8 rows, fewer than L1's ways); values and
+    // other dtypes' keys packed to f32 rows
     for (int j = 0; j < NK; ++j) {
-      float* kd = K + j * dim;
+      float* kd = sc.k.data() + j * dim;
       float* vd = sc.v.data() + j * dim;
+      if (j >= n) {
+        kt[j] = kZeroRow;
+        continue;
+      }
+      if constexpr (std::is_same<D, F32>::value) kt[j] = kr[j];
+      else kt[j] = kd;
       for (int64_t d = 0; d < dim; d += W) {
-        store<F32>(kd + d, j < n ? load<D>(kr[j] + d) : splat(0.f));
-        if (j < n) store<F32>(vd + d, load<D>(vr[j] + d));
+        if constexpr (!std::is_same<D, F32>::value) store<F32>(kd + d, load<D>(kr[j] + d));
+        store<F32>(vd + d, load<D>(vr[j] + d));
       }
       vt[j] = vd;
     }
     // S[j][r] = sum_d K[j][d] Qt[d][r], RB row vectors at a time
     int v0 = 0;
-    for (; v0 + RB <= RV; v0 += RB) scores_t<RB, KB, MP>(Qt + v0 * W, K, S + v0 * W, dim);
-    if constexpr (RV % RB != 0) scores_t<RV % RB, KB, MP>(Qt + v0 * W, K, S + v0 * W, dim);
+    for (; v0 + RB <= RV; v0 += RB) scores_t<RB, KB, MP>(Qt + v0 * W, kt, S + v0 * W, dim);
+    if constexpr (RV % RB != 0) scores_t<RV % RB, KB, MP>(Qt + v0 * W, kt, S + v0 * W, dim);
     // the online softmax, W rows a vector: masks, the tile's max, p = e^(s - m), l, alpha
     for (int v = 0; v < RV; ++v) {
       vi lov, hiv;
