@@ -278,10 +278,11 @@ void attend_tiles(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t 
 // Keys are packed to f32 rows (a tile's rows of one head lie a page apart in q / k
 // and alias in L1).
 constexpr int kAccRegs = W == 16 ? 16 : 8;  // score accumulators the registers hold
-// S[j][0 : RB W] = K[j] . Qt[:, 0 : RB W] for the NK keys of a tile, KB keys at a time
-// (KB x RB accumulators); Qt's and S's rows MP floats apart.
-template <int RB, int KB, int MP> inline void scores_t(const float* Qt, const float* const* K, float* S, int64_t dim) {
-  for (int j = 0; j < NK; j += KB) {
+// S[j][0 : RB W] = K[j] . Qt[:, 0 : RB W] for keys [0, n) of a tile and up to KB - 1 more
+// (zero rows), KB keys at a time (KB x RB accumulators); Qt's and S's rows MP floats apart.
+template <int RB, int KB, int MP>
+inline void scores_t(const float* Qt, const float* const* K, float* S, int64_t dim, int n) {
+  for (int j = 0; j < n; j += KB) {
     vf acc[KB][RB];
     for (int b = 0; b < KB; ++b)
       for (int v = 0; v < RB; ++v) acc[b][v] = splat(0.f);
@@ -350,20 +351,20 @@ void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_
     }
     // S[j][r] = sum_d K[j][d] Qt[d][r], RB row vectors at a time
     int v0 = 0;
-    for (; v0 + RB <= RV; v0 += RB) scores_t<RB, KB, MP>(Qt + v0 * W, kt, S + v0 * W, dim);
-    if constexpr (RV % RB != 0) scores_t<RV % RB, KB, MP>(Qt + v0 * W, kt, S + v0 * W, dim);
+    for (; v0 + RB <= RV; v0 += RB) scores_t<RB, KB, MP>(Qt + v0 * W, kt, S + v0 * W, dim, n);
+    if constexpr (RV % RB != 0) scores_t<RV % RB, KB, MP>(Qt + v0 * W, kt, S + v0 * W, dim, n);
     // the online softmax, W rows a vector: masks, the tile's max, p = e^(s - m), l, alpha
     for (int v = 0; v < RV; ++v) {
       vi lov, hiv;
       memcpy(&lov, lo + v * W, sizeof lov);
       memcpy(&hiv, hi + v * W, sizeof hiv);
       vf mx = splat(kNegInf);
-      for (int j = 0; j < NK; ++j) {
+      for (int j = 0; j < n; ++j) {
         float* s = S + j * MP + v * W;
         vf x = load<F32>(s);
         if (softcap > 0) x = softcap_v(x, softcap);
         const vi jj = vi{} + (jr + j);
-        const vi keep = (jj >= lov) & (jj < hiv) & (vi{} + j < vi{} + n);
+        const vi keep = (jj >= lov) & (jj < hiv);
         x = select(keep, x, splat(kNegInf));
         store<F32>(s, x);
         mx = vmax(mx, x);
@@ -372,7 +373,7 @@ void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_
       const vi live = m_new > splat(kNegInf);  // rows with a kept key so far
       const vf mz = select(live, m_new, splat(0.f));
       vf sum = splat(0.f);
-      for (int j = 0; j < NK; ++j) {
+      for (int j = 0; j < n; ++j) {
         float* s = S + j * MP + v * W;
         const vf p = select(live, vexp(load<F32>(s) - mz), splat(0.f));
         store<F32>(s, p);
