@@ -36,14 +36,15 @@ constexpr int kGemvRowsPerWarp = 2;
 constexpr int kGemvRows = kGemvThreads / 32 * kGemvRowsPerWarp;  // rows of W per CTA
 
 // Formats with a fast dot (gemv_dot.cuh): lanes take 32-element units, x is
-// staged in 32-element chunks (36 floats apart) and, for formats with a min
-// term, with the sum of each chunk.
+// staged in 32-element chunks (36 floats apart) and, where the dot needs them
+// (a min term; biased codes, taken for 16-bit x), with the sum of each 16.
 template <class Wt> constexpr bool gemv_fast() {
   if constexpr (Wt::dense) return false;
   else return has_dot_unit<Wt::format>();
 }
-template <class Wt> constexpr bool gemv_sums() {
-  if constexpr (gemv_fast<Wt>()) return DotUnit<Wt::format>::kMin;
+template <class T> constexpr bool gemv_biased() { return sizeof(T) == 2; }
+template <class Wt, class T> constexpr bool gemv_sums() {
+  if constexpr (gemv_fast<Wt>()) return dot_sums<Wt::format, gemv_biased<T>()>();
   else return false;
 }
 template <class Wt> constexpr int gemv_xchunk() { return gemv_fast<Wt>() ? kDotUnit : kChunk; }
@@ -73,7 +74,7 @@ template <class Wt, class T, int MT> constexpr int gemv_row_pitch() {
 }
 template <class Wt, class T, int MT> constexpr int gemv_smem_bytes() {
   constexpr int KS = gemv_slab<Wt, T, MT>();
-  constexpr int sums = gemv_sums<Wt>() ? 2 * MT * (KS / kDotUnit) * 4 : 0;
+  constexpr int sums = gemv_sums<Wt, T>() ? 2 * MT * (KS / 16) * 4 : 0;
   return 2 * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT>();
 }
 
@@ -119,12 +120,16 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// CTAs an SM must hold: two (all 256 CTAs of N = 4096 resident on 132 SMs), so
+// at most 128 registers; one where a fast dot's x rows fill the shared memory (M = 16).
+template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>() && MT <= 8 ? 2 : 1; }
+
 template <class Wt, class T, int MT>
-__global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(const MmParams p) {
-  constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt>();
+__global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
+  constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
   constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT>();
-  constexpr int SS = kSums ? KS / kDotUnit : 0;  // sums of x a slab row
+  constexpr int SS = kSums ? KS / 16 : 0;  // sums of 16 elements of x a slab row
   constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
   extern __shared__ __align__(16) uint8_t smem[];
   float* xbuf = reinterpret_cast<float*>(smem);  // [2][MT][XS]
@@ -153,12 +158,11 @@ __global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(const MmParams p)
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
       if (mm < mrows) v = load4<T>(static_cast<const T*>(p.x) + mm * p.x_stride + k0 + kk, kn - kk, p.vec_x);
       *reinterpret_cast<float4*>(xb + mm * XS + kk / XC * XP + kk % XC) = v;
-      if constexpr (kSums) {  // the 8 threads of a 32-element chunk (consecutive, every lane here)
+      if constexpr (kSums) {  // the 4 threads of 16 elements (consecutive; every lane runs each pass)
         float t = (v.x + v.y) + (v.z + v.w);
         t += __shfl_xor_sync(0xffffffffu, t, 1);
         t += __shfl_xor_sync(0xffffffffu, t, 2);
-        t += __shfl_xor_sync(0xffffffffu, t, 4);
-        if ((kk & (kDotUnit - 1)) == 0) sbuf[(buf * MT + mm) * SS + kk / kDotUnit] = t;
+        if ((kk & 15) == 0) sbuf[(buf * MT + mm) * SS + kk / 16] = t;
       }
     }
   };
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(const MmParams p)
         DotUnit<Wt::format> w[kGemvRowsPerWarp];  // rows past N read stale bytes; their sums are dropped
 #pragma unroll
         for (int j = 0; j < kGemvRowsPerWarp; ++j) w[j].load(rows + j * WP, u);
-        unit_dot<Wt::format, kGemvRowsPerWarp, MT>(w, xb + u * XP, XS, sb + u, SS, acc);
+        unit_dot<Wt::format, kGemvRowsPerWarp, MT, gemv_biased<T>()>(w, xb + u * XP, XS, sb + 2 * u, SS, acc);
       }
     } else {
       for (int c = lane; c * kChunk < kn; c += 32) {

@@ -84,6 +84,19 @@ BRAZE_HD float magic(uint32_t w, int t) {
 // Byte t of w minus off, as float (exact: both sides are integers in [2^23, 2^24)).
 BRAZE_HD float code(uint32_t w, int t, float off) { return magic(w, t) - (8388608.f + off); }
 
+// 0.5 + byte t of w / 256, exactly, for a byte below 128: the byte as the top
+// mantissa bits of 0.5 (0x3Fbb0000), one PRMT and no FADD.
+BRAZE_HD float biased(uint32_t w, int t) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(__byte_perm(w, 0x3F000000u, 0x7044u | (unsigned(t) << 8)));
+#else
+  const uint32_t b = (((w >> (8 * t)) & 0xFFu) << 16) | 0x3F000000u;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+#endif
+}
+
 BRAZE_HD float half_at(const uint8_t* p) {  // f16 at p (p even)
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(p)));
@@ -96,13 +109,14 @@ BRAZE_HD float half_at(const uint8_t* p) {  // f16 at p (p even)
 
 // One unit of one row, its codes as words (byte t of c[i] is element 4 i + t's
 // code) and its scales: S segments of 32 / S elements, value of element e =
-// scale(e / (32 / S)) * (code - kOff) - min.
+// scale(e / (32 / S)) * (code - kOff) - min; kSmall: codes below 128.
 template <QFormat F> struct DotUnit;
 
 template <> struct DotUnit<QFormat::q8_0> {  // f16 d | int8 q[32]; x = d q
   static constexpr int kSegs = 1;
   static constexpr bool kMin = false;
   static constexpr float kOff = 128.f;  // codes stored as q + 128 (sign bit flipped)
+  static constexpr bool kSmall = false;
   uint32_t c[8];
   float d[1];
   BRAZE_HD void load(const uint8_t* row, int u) {
@@ -119,6 +133,7 @@ template <> struct DotUnit<QFormat::q4_0> {  // f16 d | u8 qs[16]; x = d (q - 8)
   static constexpr int kSegs = 1;
   static constexpr bool kMin = false;
   static constexpr float kOff = 8.f;
+  static constexpr bool kSmall = true;
   uint32_t c[8];
   float d[1];
   BRAZE_HD void load(const uint8_t* row, int u) {
@@ -141,6 +156,7 @@ template <> struct DotUnit<QFormat::q4_K> {
   static constexpr int kSegs = 1;
   static constexpr bool kMin = true;
   static constexpr float kOff = 0.f;
+  static constexpr bool kSmall = true;
   uint32_t c[8];
   float d[1], m;
   BRAZE_HD void load(const uint8_t* row, int u) {
@@ -166,6 +182,7 @@ template <> struct DotUnit<QFormat::q6_K> {
   static constexpr int kSegs = 2;
   static constexpr bool kMin = false;
   static constexpr float kOff = 32.f;
+  static constexpr bool kSmall = true;
   uint32_t c[8];
   float d[2];
   BRAZE_HD void load(const uint8_t* row, int u) {
@@ -190,14 +207,27 @@ template <QFormat F> constexpr bool has_dot_unit() {
 }
 
 #if defined(__CUDACC__)
+// Whether unit_dot<F, ..., Biased> reads the sums of x: for the min term, or
+// for the biased codes (Biased: x came from 16-bit floats).
+template <QFormat F, bool Biased> constexpr bool dot_sums() {
+  return DotUnit<F>::kMin || (Biased && DotUnit<F>::kSmall);
+}
+
 // acc[r][mm] += sum_e W_r[e] x_mm[e] over one unit of R rows (w) and MT rows of x:
 // x points at the unit's 32 floats of x row 0 (16-byte aligned), rows xs floats
-// apart; sx at the unit's sum of x row 0 (kMin formats), rows sxs apart. All
-// MT rows are computed (no branch per row: the GEMV stages rows past m as zeros).
-template <QFormat F, int R, int MT>
+// apart; sx at the unit's two sums of 16 elements of x row 0 (where dot_sums),
+// rows sxs apart. All MT rows are computed (no branch per row: the GEMV stages
+// rows past m as zeros).
+// Biased (codes below 128 only): each code q becomes 0.5 + q / 256 (one PRMT,
+// no FADD) and the segment's sum is 256 S - (128 + kOff) sum(x): exact codes,
+// but the f32 sum carries about 10x the rounding error of sum (q - kOff) x
+// (host check: at most 14 against 2.3 f32 roundings of the magnitudes), so it
+// is meant for 16-bit x only, whose own rounding (2^-9 or 2^-12) is far larger.
+template <QFormat F, int R, int MT, bool Biased>
 BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const float* sx, int sxs,
                        float (&acc)[R][MT]) {
   using U = DotUnit<F>;
+  constexpr bool kBias = Biased && U::kSmall;
   constexpr int kSeg = kDotUnit / U::kSegs;
 #pragma unroll
   for (int sg = 0; sg < U::kSegs; ++sg) {
@@ -213,7 +243,8 @@ BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const f
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int t = 0; t < 4; ++t) q[r][t] = dot_detail::code(w[r].c[i], t, U::kOff);
+        for (int t = 0; t < 4; ++t)
+          q[r][t] = kBias ? dot_detail::biased(w[r].c[i], t) : dot_detail::code(w[r].c[i], t, U::kOff);
 #pragma unroll
       for (int mm = 0; mm < MT; ++mm) {
         const float4 xv = *reinterpret_cast<const float4*>(x + mm * xs + 4 * i);
@@ -230,14 +261,23 @@ BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const f
     }
 #pragma unroll
     for (int mm = 0; mm < MT; ++mm) {
+      if constexpr (kBias) {
+        const float sxm = U::kSegs == 2 ? sx[mm * sxs + sg] : sx[mm * sxs] + sx[mm * sxs + 1];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][mm] = fmaf(w[r].d[sg], s[r][mm], acc[r][mm]);
+        for (int r = 0; r < R; ++r) {
+          acc[r][mm] = fmaf(w[r].d[sg] * 256.f, s[r][mm], acc[r][mm]);
+          acc[r][mm] = fmaf(-(w[r].d[sg] * (128.f + U::kOff)), sxm, acc[r][mm]);
+        }
+      } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][mm] = fmaf(w[r].d[sg], s[r][mm], acc[r][mm]);
+      }
     }
   }
   if constexpr (U::kMin) {
 #pragma unroll
     for (int mm = 0; mm < MT; ++mm) {
-      const float sxm = sx[mm * sxs];
+      const float sxm = sx[mm * sxs] + sx[mm * sxs + 1];
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r][mm] = fmaf(-w[r].min(), sxm, acc[r][mm]);
     }
