@@ -55,10 +55,11 @@ BRAZE_HD uint32_t funnel(uint32_t lo, uint32_t hi, uint32_t s) {
 #endif
 }
 
-// N words of the bytes starting at p (p even): aligned 4-byte loads and a
-// funnel shift where p is 2 bytes off, never a byte load; nothing past the
-// last byte's word is read.
-template <int N> BRAZE_HD void words(const uint8_t* p, uint32_t (&w)[N]) {
+// N words of the bytes starting at p (p even), each shifted right by sh bits
+// more (0..15; the bits shifted into the last word's top are garbage when p is
+// aligned): aligned 4-byte loads and a funnel shift, never a byte load; nothing
+// past the last byte's word is read.
+template <int N> BRAZE_HD void words(const uint8_t* p, int sh, uint32_t (&w)[N]) {
   const uint32_t off = uint32_t(reinterpret_cast<uintptr_t>(p) & 3u);
   const uint8_t* base = p - off;
   uint32_t a[N + 1];
@@ -66,7 +67,7 @@ template <int N> BRAZE_HD void words(const uint8_t* p, uint32_t (&w)[N]) {
   for (int i = 0; i < N; ++i) a[i] = word(base + 4 * i);
   a[N] = word(off != 0 ? base + 4 * N : base);  // needed only when p is off
 #pragma unroll
-  for (int i = 0; i < N; ++i) w[i] = funnel(a[i], a[i + 1], 8 * off);
+  for (int i = 0; i < N; ++i) w[i] = funnel(a[i], a[i + 1], 8 * off + uint32_t(sh));
 }
 
 // 2^23 + byte t (0..3) of w, exactly: the byte in the mantissa of 2^23.
@@ -122,7 +123,7 @@ template <> struct DotUnit<QFormat::q8_0> {  // f16 d | int8 q[32]; x = d q
   BRAZE_HD void load(const uint8_t* row, int u) {
     const uint8_t* b = row + 34 * u;
     d[0] = dot_detail::half_at(b);
-    dot_detail::words<8>(b + 2, c);
+    dot_detail::words<8>(b + 2, 0, c);
 #pragma unroll
     for (int i = 0; i < 8; ++i) c[i] ^= 0x80808080u;
   }
@@ -140,7 +141,7 @@ template <> struct DotUnit<QFormat::q4_0> {  // f16 d | u8 qs[16]; x = d (q - 8)
     const uint8_t* b = row + 18 * u;
     d[0] = dot_detail::half_at(b);
     uint32_t qs[4];
-    dot_detail::words<4>(b + 2, qs);
+    dot_detail::words<4>(b + 2, 0, qs);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       c[i] = qs[i] & 0x0F0F0F0Fu;
@@ -193,11 +194,11 @@ template <> struct DotUnit<QFormat::q6_K> {
     d[0] = dd * float(int8_t(sc[0]));
     d[1] = dd * float(int8_t(sc[1]));
     uint32_t l[8], hb[8];
-    dot_detail::words<8>(b + 64 * h + 32 * (g & 1), l);
-    dot_detail::words<8>(b + 128 + 32 * h, hb);
-    const int ls = 4 * (g >> 1), hs = 2 * g;
+    // the shifts ride on the funnel shifts; the garbage bits they bring in are masked off
+    dot_detail::words<8>(b + 64 * h + 32 * (g & 1), 4 * (g >> 1), l);
+    dot_detail::words<8>(b + 128 + 32 * h, 2 * g, hb);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) c[i] = ((l[i] >> ls) & 0x0F0F0F0Fu) | (((hb[i] >> hs) << 4) & 0x30303030u);
+    for (int i = 0; i < 8; ++i) c[i] = (l[i] & 0x0F0F0F0Fu) | ((hb[i] << 4) & 0x30303030u);
   }
   BRAZE_HD float min() const { return 0.f; }
 };
