@@ -61,10 +61,12 @@ template <class Wt, class T> constexpr int gemv_block_bytes() {
 }
 // K elements per slab: long for one row (more bytes in flight), shorter as
 // the staged x rows grow, and at most 2 KB of a dense row; always a multiple
-// of 512 (every block size, and 16 elements for each of 32 lanes; 1024 for the
-// fast dots, 32 elements for each lane).
+// of 512 (every block size, and 16 elements for each of 32 lanes). The fast
+// dots take 1024 up to 8 rows (32 elements for each lane); 16 rows keep 512
+// (half the lanes idle, but the x reads from shared memory bound that tile
+// anyway, and 1024 would need ~190 KB: more than an sm_80 CTA may have).
 template <class Wt, class T, int MT> constexpr int gemv_slab() {
-  constexpr int ks = MT <= 1 ? 2048 : MT == 2 || gemv_fast<Wt>() ? 1024 : 512;
+  constexpr int ks = MT <= 1 ? 2048 : MT == 2 || (gemv_fast<Wt>() && MT <= 8) ? 1024 : 512;
   constexpr int cap = Wt::dense ? 2048 / int(sizeof(T)) : ks;
   return ks < cap ? ks : cap;
 }
