@@ -132,6 +132,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
   constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT>();
   constexpr int SS = kSums ? KS / 16 : 0;  // sums of 16 elements of x a slab row
+  static_assert(!kSums || MT * (KS / 4) % kGemvThreads == 0, "every lane takes each staging pass (shuffles)");
   constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
   extern __shared__ __align__(16) uint8_t smem[];
   float* xbuf = reinterpret_cast<float*>(smem);  // [2][MT][XS]

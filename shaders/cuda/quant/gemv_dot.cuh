@@ -1,5 +1,5 @@
 // The GEMV's fast dot products for a few block formats: a lane's unit is 32
-// consecutive elements of one row of W (one q4_0 / q8_0 block, one q4_K
+// consecutive elements of one row of W (one q4_0 / q4_1 / q8_0 block, one q4_K
 // sub-block, a q6_K pair of 16-element sub-blocks), read from the staged bytes
 // as 32-bit words and applied to MT rows of x without decoding to the codec's
 // per-element floats:
@@ -9,7 +9,7 @@
 //     moved into the mantissa of 2^23 (__byte_perm: 0x4B0000bb is 2^23 + bb
 //     exactly) and one FADD removes 2^23 and the format's offset, exact;
 //   - the unit's scale multiplies the sum over its elements (one FMA per scale
-//     segment and x row), q4_K's min term takes the sum of x over the unit,
+//     segment and x row), q4_K's min term (q4_1's offset) takes the sum of x over the unit,
 //     staged with x.
 // The element order inside a unit is the codec's (element e of the unit meets
 // x[32 u + e]), the scales the codec's own f32 products, so the result differs
@@ -151,6 +151,27 @@ template <> struct DotUnit<QFormat::q4_0> {  // f16 d | u8 qs[16]; x = d (q - 8)
   BRAZE_HD float min() const { return 0.f; }
 };
 
+template <> struct DotUnit<QFormat::q4_1> {  // f16 d, f16 m | u8 qs[16]; x = d q + m, q[j + 16] the high nibble
+  static constexpr int kSegs = 1;
+  static constexpr bool kMin = true;  // min() is -m: the unit adds m sum(x)
+  static constexpr float kOff = 0.f;
+  static constexpr bool kSmall = true;
+  uint32_t c[8];
+  float d[1], m;
+  BRAZE_HD void load(const uint8_t* row, int u) {
+    const uint8_t* b = row + 20 * u;  // 4-byte aligned
+    d[0] = dot_detail::half_at(b);
+    m = dot_detail::half_at(b + 2);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t w = dot_detail::word(b + 4 + 4 * i);
+      c[i] = w & 0x0F0F0F0Fu;
+      c[4 + i] = (w >> 4) & 0x0F0F0F0Fu;
+    }
+  }
+  BRAZE_HD float min() const { return -m; }
+};
+
 // q4_K: f16 d, dmin | u8 scales[12] | u8 qs[128]; sub-block s (32 elements) is the
 // low (s even) or high nibbles of qs[32 (s / 2) ..]; x = (d sc) q - (dmin m).
 template <> struct DotUnit<QFormat::q4_K> {
@@ -204,7 +225,7 @@ template <> struct DotUnit<QFormat::q6_K> {
 };
 
 template <QFormat F> constexpr bool has_dot_unit() {
-  return F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_K || F == QFormat::q6_K;
+  return F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::q4_K || F == QFormat::q6_K;
 }
 
 #if defined(__CUDACC__)
