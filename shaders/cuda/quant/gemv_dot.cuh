@@ -1,6 +1,6 @@
 // The GEMV's fast dot products for a few block formats: a lane's unit is 32
 // consecutive elements of one row of W (one q4_0 / q4_1 / q8_0 block, one q4_K
-// sub-block, a q6_K pair of 16-element sub-blocks), read from the staged bytes
+// or q5_K sub-block, a q6_K pair of 16-element sub-blocks), read from the staged bytes
 // as 32-bit words and applied to MT rows of x without decoding to the codec's
 // per-element floats:
 //   - words come from aligned 4-byte shared loads, realigned by a funnel shift
@@ -196,6 +196,32 @@ template <> struct DotUnit<QFormat::q4_K> {
   BRAZE_HD float min() const { return m; }
 };
 
+// q5_K: f16 d, dmin | u8 scales[12] | u8 qh[32] | u8 qs[128]; sub-block s as in q4_K,
+// its fifth bit bit s of qh[i]; x = (d sc) q - (dmin m).
+template <> struct DotUnit<QFormat::q5_K> {
+  static constexpr int kSegs = 1;
+  static constexpr bool kMin = true;
+  static constexpr float kOff = 0.f;
+  static constexpr bool kSmall = true;
+  uint32_t c[8];
+  float d[1], m;
+  BRAZE_HD void load(const uint8_t* row, int u) {
+    const uint8_t* b = row + 176 * (u >> 3);  // 16-byte aligned
+    const int s = u & 7;
+    int sc, mn;
+    braze::quant::kq_detail::scale_min_k4(b + 4, s, sc, mn);
+    d[0] = dot_detail::half_at(b) * float(sc);
+    m = dot_detail::half_at(b + 2) * float(mn);
+    const uint8_t* q = b + 48 + 32 * (s >> 1);
+    const int sh = (s & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      c[i] = ((dot_detail::word(q + 4 * i) >> sh) & 0x0F0F0F0Fu) |
+             (((dot_detail::word(b + 16 + 4 * i) >> s) << 4) & 0x10101010u);
+  }
+  BRAZE_HD float min() const { return m; }
+};
+
 // q6_K: u8 ql[128] | u8 qh[64] | int8 scales[16] | f16 d; element r (0..127) of half
 // h: low 4 bits from ql[64 h + (r & 63)] (high nibble when r >= 64), high 2 from
 // qh[32 h + (r & 31)] >> 2 (r / 32); x = (d sc) (q - 32), a scale per 16.
@@ -225,7 +251,8 @@ template <> struct DotUnit<QFormat::q6_K> {
 };
 
 template <QFormat F> constexpr bool has_dot_unit() {
-  return F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::q4_K || F == QFormat::q6_K;
+  return F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::q4_K || F == QFormat::q5_K ||
+         F == QFormat::q6_K;
 }
 
 #if defined(__CUDACC__)
