@@ -1,10 +1,10 @@
 // The GEMV's fast dot products for a few block formats: a lane's unit is 32
-// consecutive elements of one row of W (one q4_0 / q4_1 / q8_0 block, one q4_K
+// consecutive elements of one row of W (one q4_0 / q4_1 / q5_0 / q8_0 block, one q4_K
 // or q5_K sub-block, a q6_K pair of 16-element sub-blocks), read from the staged bytes
 // as 32-bit words and applied to MT rows of x without decoding to the codec's
 // per-element floats:
 //   - words come from aligned 4-byte shared loads, realigned by a funnel shift
-//     where the unit starts 2 bytes off (18-, 34- and 210-byte blocks);
+//     where the unit starts 2 bytes off (18-, 22-, 34- and 210-byte blocks);
 //   - a code (a byte holding 0..255) becomes a float without I2F: the byte is
 //     moved into the mantissa of 2^23 (__byte_perm: 0x4B0000bb is 2^23 + bb
 //     exactly) and one FADD removes 2^23 and the format's offset, exact;
@@ -172,6 +172,30 @@ template <> struct DotUnit<QFormat::q4_1> {  // f16 d, f16 m | u8 qs[16]; x = d 
   BRAZE_HD float min() const { return -m; }
 };
 
+// q5_0: f16 d | u32 qh | u8 qs[16]; x = d (q - 16), q[j] = nibble | bit j of qh << 4.
+template <> struct DotUnit<QFormat::q5_0> {
+  static constexpr int kSegs = 1;
+  static constexpr bool kMin = false;
+  static constexpr float kOff = 16.f;
+  static constexpr bool kSmall = true;
+  uint32_t c[8];
+  float d[1];
+  BRAZE_HD void load(const uint8_t* row, int u) {
+    const uint8_t* b = row + 22 * u;
+    d[0] = dot_detail::half_at(b);
+    uint32_t w[5];  // qh, then qs
+    dot_detail::words<5>(b + 2, 0, w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      // bits 4i..4i+3 of qh to bit 4 of bytes 0..3 (the product's terms do not overlap)
+      const uint32_t hb = ((w[0] >> (4 * i)) & 15u) * 0x02040810u;
+      const uint32_t q = i < 4 ? w[1 + i] : w[1 + i - 4] >> 4;
+      c[i] = (q & 0x0F0F0F0Fu) | (hb & 0x10101010u);
+    }
+  }
+  BRAZE_HD float min() const { return 0.f; }
+};
+
 // q4_K: f16 d, dmin | u8 scales[12] | u8 qs[128]; sub-block s (32 elements) is the
 // low (s even) or high nibbles of qs[32 (s / 2) ..]; x = (d sc) q - (dmin m).
 template <> struct DotUnit<QFormat::q4_K> {
@@ -251,8 +275,8 @@ template <> struct DotUnit<QFormat::q6_K> {
 };
 
 template <QFormat F> constexpr bool has_dot_unit() {
-  return F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::q4_K || F == QFormat::q5_K ||
-         F == QFormat::q6_K;
+  return F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::q5_0 || F == QFormat::q4_K ||
+         F == QFormat::q5_K || F == QFormat::q6_K;
 }
 
 #if defined(__CUDACC__)
