@@ -13,7 +13,10 @@
 //      consecutive chunks fall in distinct banks.
 // Lane l decodes chunks l, l + 32, ... of its two rows (decode_chunk, from
 // the staged bytes; dense: 16-byte shared loads) and accumulates MT rows of x against them in f32; a warp
-// reduction, the bias and one rounding finish each output.
+// reduction, the bias and one rounding finish each output. Formats with a fast
+// dot (gemv_dot.cuh: q4_0, q4_1, q5_0, q8_0, q4_K, q5_K, q6_K) skip the decode:
+// lane l takes 32-element units l, l + 32, ... of both rows, read as words and
+// applied to x with the block scale factored out of the element loop.
 #pragma once
 #include "cuda/quant/gemv_dot.cuh"
 #include "cuda/quant/weights.cuh"
