@@ -176,6 +176,20 @@ def test_matmul_strided_bias(fmt, dtype, m):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("fmt", ("q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q5_K", "q6_K"))
+def test_matmul_fast_dot_every_m(fmt, dtype):
+    """The GEMV's fast dots (shaders/cuda/quant/gemv_dot.cuh) for every m of 1..16 (each M
+    tile, rows past m computed on staged zeros and dropped): K spans two slabs of 2048
+    (four of 1024) and ends 3 blocks into the next, an odd count, so units start on
+    both 4-byte alignments and the last slab is short; odd m read x rows 3 elements
+    apart (not 16-byte aligned)."""
+    b = _block(fmt)
+    k = b * (math.ceil(4096 / b) + 3)
+    for m in range(1, 17):
+        _run(fmt, dtype, m, k, seed=300 + m, pad=3 if m % 2 else 0, bias=m == 7)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt", ("fp8_e4m3", "fp8_e5m2"))
 @pytest.mark.parametrize("scaling", ("tensor", "block"))
 def test_matmul_fp8_scalings(fmt, dtype, scaling):

@@ -13,8 +13,12 @@
 //      consecutive chunks fall in distinct banks.
 // Lane l decodes chunks l, l + 32, ... of its two rows (decode_chunk, from
 // the staged bytes; dense: 16-byte shared loads) and accumulates MT rows of x against them in f32; a warp
-// reduction, the bias and one rounding finish each output.
+// reduction, the bias and one rounding finish each output. Formats with a fast
+// dot (gemv_dot.cuh: q4_0, q4_1, q5_0, q8_0, q4_K, q5_K, q6_K) skip the decode:
+// lane l takes 32-element units l, l + 32, ... of both rows, read as words and
+// applied to x with the block scale factored out of the element loop.
 #pragma once
+#include "cuda/quant/gemv_dot.cuh"
 #include "cuda/quant/weights.cuh"
 
 namespace braze::cuda::quant {
@@ -33,7 +37,21 @@ struct MmParams {
 constexpr int kGemvThreads = 256;
 constexpr int kGemvRowsPerWarp = 2;
 constexpr int kGemvRows = kGemvThreads / 32 * kGemvRowsPerWarp;  // rows of W per CTA
-constexpr int kXPitch = 20;  // floats per staged 16-element chunk of x
+
+// Formats with a fast dot (gemv_dot.cuh): lanes take 32-element units, x is
+// staged in 32-element chunks (36 floats apart) and, where the dot needs them
+// (a min term; biased codes, taken for 16-bit x), with the sum of each 16.
+template <class Wt> constexpr bool gemv_fast() {
+  if constexpr (Wt::dense) return false;
+  else return has_dot_unit<Wt::format>();
+}
+template <class T> constexpr bool gemv_biased() { return sizeof(T) == 2; }
+template <class Wt, class T> constexpr bool gemv_sums() {
+  if constexpr (gemv_fast<Wt>()) return dot_sums<Wt::format, gemv_biased<T>()>();
+  else return false;
+}
+template <class Wt> constexpr int gemv_xchunk() { return gemv_fast<Wt>() ? kDotUnit : kChunk; }
+template <class Wt> constexpr int gemv_xpitch() { return gemv_xchunk<Wt>() + 4; }  // floats per staged chunk of x
 
 // A block of W's row as staged: dense rows are 1-element blocks of T.
 template <class Wt, class T> constexpr int gemv_block() {
@@ -46,9 +64,12 @@ template <class Wt, class T> constexpr int gemv_block_bytes() {
 }
 // K elements per slab: long for one row (more bytes in flight), shorter as
 // the staged x rows grow, and at most 2 KB of a dense row; always a multiple
-// of 512 (every block size, and 16 elements for each of 32 lanes).
+// of 512 (every block size, and 16 elements for each of 32 lanes). The fast
+// dots take 1024 up to 8 rows (32 elements for each lane); 16 rows keep 512
+// (half the lanes idle, but the x reads from shared memory bound that tile
+// anyway, and 1024 would need ~190 KB: more than an sm_80 CTA may have).
 template <class Wt, class T, int MT> constexpr int gemv_slab() {
-  constexpr int ks = MT <= 1 ? 2048 : MT == 2 ? 1024 : 512;
+  constexpr int ks = MT <= 1 ? 2048 : MT == 2 || (gemv_fast<Wt>() && MT <= 8) ? 1024 : 512;
   constexpr int cap = Wt::dense ? 2048 / int(sizeof(T)) : ks;
   return ks < cap ? ks : cap;
 }
@@ -58,7 +79,8 @@ template <class Wt, class T, int MT> constexpr int gemv_row_pitch() {
 }
 template <class Wt, class T, int MT> constexpr int gemv_smem_bytes() {
   constexpr int KS = gemv_slab<Wt, T, MT>();
-  return 2 * MT * (KS / kChunk * kXPitch) * 4 + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT>();
+  constexpr int sums = gemv_sums<Wt, T>() ? 2 * MT * (KS / 16) * 4 : 0;
+  return 2 * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT>();
 }
 
 // n (<= 16) elements of T from shared memory (16-byte aligned) as floats, zeros past n.
@@ -103,13 +125,22 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// CTAs an SM must hold: two (all 256 CTAs of N = 4096 resident on 132 SMs), so
+// at most 128 registers; one where a fast dot's x rows fill the shared memory (M = 16).
+template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>() && MT <= 8 ? 2 : 1; }
+
 template <class Wt, class T, int MT>
-__global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(const MmParams p) {
-  constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / kChunk * kXPitch, WP = gemv_row_pitch<Wt, T, MT>();
+__global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
+  constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
+  constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
+  constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT>();
+  constexpr int SS = kSums ? KS / 16 : 0;  // sums of 16 elements of x a slab row
+  static_assert(!kSums || MT * (KS / 4) % kGemvThreads == 0, "every lane takes each staging pass (shuffles)");
   constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
   extern __shared__ __align__(16) uint8_t smem[];
   float* xbuf = reinterpret_cast<float*>(smem);  // [2][MT][XS]
-  uint8_t* wbuf = smem + 2 * MT * XS * 4;        // [2][kGemvRows][WP]
+  float* sbuf = xbuf + 2 * MT * XS;              // [2][MT][SS]
+  uint8_t* wbuf = smem + 2 * MT * (XS + SS) * 4;  // [2][kGemvRows][WP]
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   const int64_t K = p.w.cols, N = p.w.rows;
   const int64_t r0 = int64_t(blockIdx.x) * kGemvRows + warp * kGemvRowsPerWarp;  // this warp's first row
@@ -132,7 +163,13 @@ __global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(const MmParams p)
       const int mm = g / (KS / 4), kk = (g - mm * (KS / 4)) * 4;
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
       if (mm < mrows) v = load4<T>(static_cast<const T*>(p.x) + mm * p.x_stride + k0 + kk, kn - kk, p.vec_x);
-      *reinterpret_cast<float4*>(xb + mm * XS + kk / kChunk * kXPitch + kk % kChunk) = v;
+      *reinterpret_cast<float4*>(xb + mm * XS + kk / XC * XP + kk % XC) = v;
+      if constexpr (kSums) {  // the 4 threads of 16 elements (consecutive; every lane runs each pass)
+        float t = (v.x + v.y) + (v.z + v.w);
+        t += __shfl_xor_sync(0xffffffffu, t, 1);
+        t += __shfl_xor_sync(0xffffffffu, t, 2);
+        if ((kk & 15) == 0) sbuf[(buf * MT + mm) * SS + kk / 16] = t;
+      }
     }
   };
 
@@ -153,42 +190,53 @@ __global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(const MmParams p)
     const int64_t k0 = s * KS;
     const int kn = int(K - k0 < KS ? K - k0 : KS);
     const float* xb = xbuf + buf * MT * XS;
-    for (int c = lane; c * kChunk < kn; c += 32) {
-      const int krel = c * kChunk;
-      float w[kGemvRowsPerWarp][kChunk];
+    if constexpr (kFast) {
+      const uint8_t* rows = wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp) * WP;
+      const float* sb = sbuf + buf * MT * SS;
+      for (int u = lane; u * kDotUnit < kn; u += 32) {
+        DotUnit<Wt::format> w[kGemvRowsPerWarp];  // rows past N read stale bytes; their sums are dropped
 #pragma unroll
-      for (int j = 0; j < kGemvRowsPerWarp; ++j) {
-        const int64_t r = r0 + j;
-        const uint8_t* staged = wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp + j) * WP;
-        if (r >= N) {
+        for (int j = 0; j < kGemvRowsPerWarp; ++j) w[j].load(rows + j * WP, u);
+        unit_dot<Wt::format, kGemvRowsPerWarp, MT, gemv_biased<T>()>(w, xb + u * XP, XS, sb + 2 * u, SS, acc);
+      }
+    } else {
+      for (int c = lane; c * kChunk < kn; c += 32) {
+        const int krel = c * kChunk;
+        float w[kGemvRowsPerWarp][kChunk];
 #pragma unroll
-          for (int i = 0; i < kChunk; ++i) w[j][i] = 0.f;
-        } else if constexpr (Wt::dense) {
-          shared_chunk<T>(reinterpret_cast<const T*>(staged) + krel, w[j], kn - krel);
-        } else {
-          decode_chunk<Wt::format>(staged, krel, r, k0, p.w, w[j]);
-          if constexpr (Wt::block == 1) {  // a tail chunk: staged bytes past K are stale
+        for (int j = 0; j < kGemvRowsPerWarp; ++j) {
+          const int64_t r = r0 + j;
+          const uint8_t* staged = wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp + j) * WP;
+          if (r >= N) {
 #pragma unroll
-            for (int i = 0; i < kChunk; ++i)
-              if (krel + i >= kn) w[j][i] = 0.f;
+            for (int i = 0; i < kChunk; ++i) w[j][i] = 0.f;
+          } else if constexpr (Wt::dense) {
+            shared_chunk<T>(reinterpret_cast<const T*>(staged) + krel, w[j], kn - krel);
+          } else {
+            decode_chunk<Wt::format>(staged, krel, r, k0, p.w, w[j]);
+            if constexpr (Wt::block == 1) {  // a tail chunk: staged bytes past K are stale
+#pragma unroll
+              for (int i = 0; i < kChunk; ++i)
+                if (krel + i >= kn) w[j][i] = 0.f;
+            }
           }
         }
-      }
 #pragma unroll
-      for (int mm = 0; mm < MT; ++mm) {
-        if (MT > 1 && mm >= mrows) break;
-        const float4* xv = reinterpret_cast<const float4*>(xb + mm * XS + c * kXPitch);
+        for (int mm = 0; mm < MT; ++mm) {
+          if (MT > 1 && mm >= mrows) break;
+          const float4* xv = reinterpret_cast<const float4*>(xb + mm * XS + c * XP);
 #pragma unroll
-        for (int q = 0; q < kChunk / 4; ++q) {
-          const float4 xq = xv[q];
+          for (int q = 0; q < kChunk / 4; ++q) {
+            const float4 xq = xv[q];
 #pragma unroll
-          for (int j = 0; j < kGemvRowsPerWarp; ++j) {
-            float a = acc[j][mm];
-            a = fmaf(w[j][4 * q], xq.x, a);
-            a = fmaf(w[j][4 * q + 1], xq.y, a);
-            a = fmaf(w[j][4 * q + 2], xq.z, a);
-            a = fmaf(w[j][4 * q + 3], xq.w, a);
-            acc[j][mm] = a;
+            for (int j = 0; j < kGemvRowsPerWarp; ++j) {
+              float a = acc[j][mm];
+              a = fmaf(w[j][4 * q], xq.x, a);
+              a = fmaf(w[j][4 * q + 1], xq.y, a);
+              a = fmaf(w[j][4 * q + 2], xq.z, a);
+              a = fmaf(w[j][4 * q + 3], xq.w, a);
+              acc[j][mm] = a;
+            }
           }
         }
       }
