@@ -36,11 +36,14 @@ run)
     "$R/tests/test_gguf_decode.py" -rf > "$O/pytest_cuda.log" 2>&1; echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")"
   timeout 90 python3 -m pytest -q -p no:cacheprovider "$R/tests/test_bench_e2e.py" > "$O/pytest_e2e.log" 2>&1
   echo "pytest e2e rc $?: $(tail -1 "$O/pytest_e2e.log")"
-  for dt in bfloat16 float32; do
-    timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype $dt --prompt-tokens 512 \
-      --decode-tokens 64 --json "$O/e2e_cuda_$dt.json"
+  # the graph step and the eager one, each beside llama.cpp in the same call
+  for g in --cuda-graph ""; do
+    timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype bfloat16 --prompt-tokens 512 \
+      --decode-tokens 64 $g --json "$O/e2e_cuda_bfloat16${g:+_graph}.json"
   done
-  timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype bfloat16 --prompt-tokens 512 \
-    --decode-tokens 64 --cuda-graph --peers none --json "$O/e2e_cuda_bfloat16_graph.json" ;;
+  # the fast GEMV dot (every M) under compute-sanitizer's memcheck
+  command -v compute-sanitizer >/dev/null && timeout 200 compute-sanitizer --tool memcheck --target-processes all \
+    python3 -m pytest -q -m cuda -p no:cacheprovider "$R/tests/test_quant_matmul_cuda.py" -k fast_dot \
+    > "$O/sanitizer_gemv.log" 2>&1; echo "sanitizer rc $?: $(grep -E 'ERROR SUMMARY|passed|failed' "$O/sanitizer_gemv.log" | tail -2)" ;;
 *) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac
