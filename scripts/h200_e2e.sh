@@ -7,7 +7,7 @@
 # cann / hexagon backends, keep vendor/miniaudio: the vendor CMakeLists adds it;
 # tar czf into LCP). Two steps so that each fits a 10-minute call:
 #   LCP=_dev/lcp.tgz bash scripts/h200_e2e.sh build   # braze (sm_90) and llama.cpp (CUDA, sm_90) side by side, ~400 s on 16 cores
-#   OUT=dir bash scripts/h200_e2e.sh run              # the 1b random model, the e2e tests and benches (~2 min)
+#   OUT=dir bash scripts/h200_e2e.sh run              # the 1b random model, e2e benches, CUDA tests, sanitizer (~5 min)
 # The llama.cpp peer runs in a process of its own that imports neither torch nor
 # braze: in the bench's process (after torch) its CUDA build crashed loading a model.
 set -u
@@ -29,21 +29,21 @@ build)
   fi
   wait; cat /tmp/llama_done
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/lw/llama_cpp_python-*.whl ;;
-run)
+run)  # most wanted first: a cut run keeps the e2e rows
   cd /tmp
   timeout 150 python3 -m braze.bench.gguf_random /tmp/m1b.gguf --shape 1b 2>/dev/null
-  timeout 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider "$R/tests/test_torch_ops.py" "$R/tests/test_ops.py" \
-    "$R/tests/test_gguf_decode.py" -rf > "$O/pytest_cuda.log" 2>&1; echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")"
-  timeout 90 python3 -m pytest -q -p no:cacheprovider "$R/tests/test_bench_e2e.py" > "$O/pytest_e2e.log" 2>&1
-  echo "pytest e2e rc $?: $(tail -1 "$O/pytest_e2e.log")"
   # the graph step and the eager one, each beside llama.cpp in the same call
   for g in --cuda-graph ""; do
     timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype bfloat16 --prompt-tokens 512 \
       --decode-tokens 64 $g --json "$O/e2e_cuda_bfloat16${g:+_graph}.json"
   done
+  timeout 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider "$R/tests/test_gguf_decode.py" \
+    "$R/tests/test_quant_matmul_cuda.py" -rf > "$O/pytest_cuda.log" 2>&1
+  echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")"
   # the fast GEMV dot (every M) under compute-sanitizer's memcheck
-  command -v compute-sanitizer >/dev/null && timeout 200 compute-sanitizer --tool memcheck --target-processes all \
-    python3 -m pytest -q -m cuda -p no:cacheprovider "$R/tests/test_quant_matmul_cuda.py" -k fast_dot \
-    > "$O/sanitizer_gemv.log" 2>&1; echo "sanitizer rc $?: $(grep -E 'ERROR SUMMARY|passed|failed' "$O/sanitizer_gemv.log" | tail -2)" ;;
+  command -v compute-sanitizer >/dev/null && timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool memcheck \
+    --target-processes all python3 -m pytest -q -m cuda -p no:cacheprovider "$R/tests/test_quant_matmul_cuda.py" \
+    -k fast_dot > "$O/sanitizer_gemv.log" 2>&1
+  echo "sanitizer rc $?: $(grep -E 'ERROR SUMMARY|passed|failed' "$O/sanitizer_gemv.log" | tail -2)" ;;
 *) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac
