@@ -423,7 +423,7 @@ template <class D> int32_t sample_row_radix(const SampleArgs& a, int64_t r, Work
 }
 
 struct SampleWorkspace {
-  std::vector<float> bmax, kth, e, ke;
+  std::vector<float> bmax, kth, ke;
   std::vector<int32_t> bins;
   std::vector<double> bsum;
   rowsel::List list, bin_list;
@@ -471,18 +471,21 @@ template <class D>
 __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n, const rowsel::Mass& all, double p,
                                                float u, size_t cap, SampleWorkspace& ws, const typename D::T* next) {
   using namespace rowsel;
-  ws.e.resize(size_t(n) + W);
   const float big_e = big_threshold(ws.bmax.data(), (n + kBlock - 1) / kBlock, all);
-  // Without min-p (and with no cut yet) every e is kept: the pass skips the filter.
-  const double mass = all.mp > 0 || all.cut > -kInf
-                           ? exp_sketch_pass<D, true>(x, n, all, big_e, ws.e.data(), ws.bsum.data(), ws.sketch, next)
-                           : exp_sketch_pass<D, false>(x, n, all, big_e, ws.e.data(), ws.bsum.data(), ws.sketch, next);
-  const double target = p * mass;
+  // Without min-p (and with no cut yet) every e is kept: the passes skip the filter.
+  const bool filter = all.mp > 0 || all.cut > -kInf;
+  if (filter)
+    sketch_row<D, true>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
+  else
+    sketch_row<D, false>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
   int lo, hi;
-  List& L = ws.list;
   if (!sketch_window(ws.sketch, p, lo, hi)) return -2;
-  const int64_t listed = window_pass(n, ws.e.data(), lo, hi, ws.bsum.data(), L, cap);
+  List& L = ws.list;
+  double mass = 0;
+  const int64_t listed = filter ? exp_window_pass<D, true>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next)
+                                : exp_window_pass<D, false>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next);
   if (listed < 0) return -2;
+  const double target = p * mass;
   const int64_t nb = (n + kSumBlock - 1) / kSumBlock;
   double above = 0;
   for (int64_t b = 0; b < nb; ++b) above += ws.bsum[size_t(b)];
@@ -552,18 +555,38 @@ __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n
       B.e.push_back(le[j]);
     }
   }
-  int64_t cur = -1;
-  double acc = 0;
-  for (i = 0; i < len; ++i) {
-    const int64_t blk = int64_t(uint32_t(li[i])) / kSumBlock;
-    if (blk != cur) {
-      if (cur >= 0) bs[cur] += acc;
-      cur = blk;
-      acc = 0;
+  // Each block's kept window mass. These e lie in the window's bins: where those span at most
+  // 16 binades (and not the last bin, which holds e down to the denormals), every partial sum
+  // of a block's (at most 256) e is exact in a double, so four accumulators give the sum one
+  // gives in index order, without its chain of dependent adds.
+  if (hi < kEBins - 1 && (hi >> 6) - (lo >> 6) <= 16) {
+    for (i = 0; i < len;) {
+      const int64_t blk = int64_t(uint32_t(li[i])) / kSumBlock;
+      const int32_t end = int32_t(std::min<int64_t>((blk + 1) * kSumBlock, INT32_MAX));
+      double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (; i + 4 <= len && li[i + 3] < end; i += 4) {
+        a0 += double(ke[i]);
+        a1 += double(ke[i + 1]);
+        a2 += double(ke[i + 2]);
+        a3 += double(ke[i + 3]);
+      }
+      for (; i < len && li[i] < end; ++i) a0 += double(ke[i]);
+      bs[blk] += (a0 + a1) + (a2 + a3);
     }
-    acc += double(ke[i]);
+  } else {
+    int64_t cur = -1;
+    double acc = 0;
+    for (i = 0; i < len; ++i) {
+      const int64_t blk = int64_t(uint32_t(li[i])) / kSumBlock;
+      if (blk != cur) {
+        if (cur >= 0) bs[cur] += acc;
+        cur = blk;
+        acc = 0;
+      }
+      acc += double(ke[i]);
+    }
+    if (cur >= 0) bs[cur] += acc;
   }
-  if (cur >= 0) bs[cur] += acc;
   const float cut = list_cut(B, above_bin, target);
   for (size_t j = 0; j < B.size(); ++j)
     if (B.val[j] >= cut) bs[B.idx[j] / kSumBlock] += B.e[j];

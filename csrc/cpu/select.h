@@ -280,20 +280,20 @@ template <class D> double mass_pass(const typename D::T* x, int64_t n, const Mas
 }
 
 // ---------------------------------------------------------------- top-p window
-// The full histogram above costs a scalar add per element. Instead one exp
-// pass keeps e (kept mass) in a scratch row, sums it per block in f32 lanes
-// (one f64 sum a block), and sketches the mass by bin of e (its float bits,
-// 64 bins a binade) from every kSampleEvery-th vector plus every element with
-// e >= big_e (the few that carry most of a sample's variance): big_e is kBigE,
-// or kBigShare of a lower bound of the row's mass where that is less (a peaked
-// row, whose mass sits in few elements, is sketched exactly there). The bins where
-// the sketch's cumulative mass is within kSigmas standard errors of p of its
-// total form a window. A pass over e alone then sums the mass above the
-// window per block and lists the window's elements (index, e), whose exact
-// bin masses place the cut. e is monotone in x, so the bin that
-// holds one element of a value holds them all, and the cut by value is made
-// within one bin. A window that misses the crossing, or too long a list,
-// sends the row back to the full histogram.
+// The full histogram above costs a scalar add per element. Instead a sketch
+// of the mass by bin of e (its float bits, 64 bins a binade) is taken first,
+// from the cached row: every kSampleEvery-th vector, plus every element with
+// e >= big_e (the few that carry most of a sample's variance, found through
+// the block maxima): big_e is kBigE, or kBigShare of a lower bound of the
+// row's mass where that is less (a peaked row, whose mass sits in few
+// elements, is sketched exactly there). The bins where the sketch's
+// cumulative mass is within kSigmas standard errors of p of its total form a
+// window. One exp pass then sums the row's mass per block, the mass above
+// the window per block, and lists the window's elements (index, e), whose
+// exact bin masses place the cut. e is monotone in x, so the bin that holds
+// one element of a value holds them all, and the cut by value is made within
+// one bin. A window that misses the crossing, or too long a list, sends the
+// row back to the full histogram.
 constexpr int kSampleEvery = 16;
 constexpr float kBigE = 0.05f;
 constexpr float kBigShare = 1e-3f;
@@ -341,38 +341,51 @@ inline void scatter(float* hist, vf e, uint32_t bits) {
   }
 }
 
-// e (kept: with Filter, e >= min-p and x >= cut; without, every e) into `e`,
-// block sums of all kept mass into bsum, the sketch; the total. Prefetches
-// `next` (the next row, same length) for the following row's first pass. Plain loops: an accumulator captured by a lambda that
-// also stores is kept in memory.
-template <class D, bool Filter> double exp_sketch_pass(const typename D::T* x, int64_t n, const Mass& ms, float big_e,
-                                                       float* e, double* bsum, Sketch& sk, const typename D::T* next) {
+// Adds every lane of e into hist by bin, lanes taken out of the registers in
+// an unrolled loop: through a stack copy, each 4-byte load of a lane waits for
+// the whole vector's store to retire (no forwarding), about 10 cycles a lane.
+inline void scatter_all(float* hist, vf e) {
+  const vi bv = ebin(e);
+#pragma GCC unroll 16
+  for (int l = 0; l < W; ++l) hist[bv[l]] += e[l];
+}
+
+// The kept e of a vector: with Filter, e >= min-p and x >= cut; without, every e.
+template <bool Filter> inline vf kept_e(vf v, const Mass& ms) {
+  const vf ex = vexp((v - ms.mm) * ms.it);
+  return Filter ? select((ex >= splat(ms.mp)) & (v >= splat(ms.cut)), ex, vf{}) : ex;
+}
+
+// The sketch of the row x[n] with block maxima bmax[ceil(n / kBlock)]. Each
+// histogram is added to in index order.
+template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t n, const Mass& ms, float big_e,
+                                                const float* bmax, Sketch& sk) {
   std::fill(sk.sampled, sk.sampled + kEBins, 0.f);
   std::fill(sk.big, sk.big + kEBins, 0.f);
-  // Mass's fields in registers: the stores to e could alias them.
-  const vf big = splat(big_e), mm = ms.mm, it = ms.it, mp = splat(ms.mp), cut = splat(ms.cut);
-  double total = 0;
-  for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
-    const int64_t end = std::min(b0 + kSumBlock, n);
-    vf acc{};
-    for (int64_t i = b0; i < end; i += W) {
-      const int64_t c = std::min<int64_t>(W, end - i);
-      if (next && (i & 15) == 0) __builtin_prefetch(next + i);
-      const vf v = ld<D>(x, i, c, -kInf);
-      const vf ex = vexp((v - mm) * it);
-      const vf k = Filter ? select((ex >= mp) & (v >= cut), ex, vf{}) : ex;
-      acc += k;
-      st<F32>(e, i, c, k);
-      const uint32_t bigs = mask_bits(k >= big);
-      if (bigs) scatter(sk.big, k, bigs);
-      if ((i / W) % kSampleEvery == 0) scatter(sk.sampled, k, ~bigs & ((1u << W) - 1));
-    }
-    DoubleSum d;
-    d.add(acc);
-    bsum[b] = d.sum();
-    total += bsum[b];
+  const vf big = splat(big_e);
+  constexpr uint32_t kAll = W == 32 ? ~0u : (1u << W) - 1;
+  for (int64_t i = 0; i < n; i += W * kSampleEvery) {
+    const vf k = kept_e<Filter>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
+    scatter_all(sk.sampled, select(k >= big, vf{}, k));  // a big lane adds +0: no change
   }
-  return total;
+  // Big elements: z = (x - m) / T >= log(big_e) (less a margin for the exp's rounding) picks
+  // the blocks, by their max, and then the vectors whose e are tested.
+  const vf zb = splat(float(std::log(double(big_e)) - 1e-3)), mm = ms.mm, it = ms.it;
+  const int64_t nb = (n + kBlock - 1) / kBlock;
+  for (int64_t j0 = 0; j0 < nb; j0 += W) {
+    const int64_t c = std::min<int64_t>(W, nb - j0);
+    uint32_t blocks = mask_bits((ld<F32>(bmax, j0, c, -kInf) - mm) * it >= zb) & (c == W ? kAll : (1u << c) - 1);
+    for (; blocks; blocks &= blocks - 1) {
+      const int64_t b0 = (j0 + __builtin_ctz(blocks)) * kBlock, end = std::min(b0 + kBlock, n);
+      for (int64_t i = b0; i < end; i += W) {
+        const vf v = ld<D>(x, i, std::min<int64_t>(W, end - i), -kInf);
+        if (!mask_bits((v - mm) * it >= zb)) continue;
+        const vf k = kept_e<Filter>(v, ms);
+        const uint32_t bigs = mask_bits(k >= big);
+        if (bigs) scatter(sk.big, k, bigs);
+      }
+    }
+  }
 }
 
 // The window of bins [lo, hi] that holds the bin where the mass from the top
@@ -436,15 +449,22 @@ inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
   return true;
 }
 
-// Over the scratch row e alone: bsum[b] = the mass of block b above bin `lo`,
-// and the elements in bins [lo, hi] with e > 0 (index into L.idx, e into
-// L.e; no value), in index order. Returns their count, or -1 (list partial)
-// once it would pass `cap`. L.idx / L.e keep their length (cap + W) from row
-// to row; only the first `count` entries are the list. Where more than a
-// quarter of a block's vectors hold some, every vector is compressed and
-// stored (count moves by its popcount): a branch per vector mispredicts where
-// the window is dense; sparser blocks visit only the vectors that hold some.
-inline int64_t window_pass(int64_t n, const float* e, int lo, int hi, double* bsum, List& L, size_t cap) {
+// One exp pass over x[n] for the window [lo, hi]: `total` = the kept mass,
+// summed a block of kSumBlock at a time in f32 lanes and then in double;
+// bsum[b] = the mass of block b above bin `lo`, the same way; and the elements
+// in bins [lo, hi] with e > 0 (index into L.idx, e into L.e; no value), in
+// index order. Returns their count, or -1 (list partial) once it would pass
+// `cap`. L.idx / L.e keep their length (cap + W) from row to row; only the
+// first `count` entries are the list. A block's e wait in an L1 buffer; where
+// more than a quarter of its vectors hold listed elements every vector is
+// compressed and stored (count moves by its popcount): a branch per vector
+// mispredicts where the window is dense; sparser blocks visit only the
+// vectors that hold some. Prefetches `next` (the next row, same length) for
+// the following row's first pass. Plain loops: an accumulator captured by a
+// lambda that also stores is kept in memory.
+template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, int64_t n, const Mass& ms, int lo,
+                                                        int hi, double* bsum, double& total, List& L, size_t cap,
+                                                        const typename D::T* next) {
   constexpr int kVecs = int(kSumBlock / W);
   if (L.idx.size() < cap + W) {
     L.idx.resize(cap + W);
@@ -454,37 +474,53 @@ inline int64_t window_pass(int64_t n, const float* e, int lo, int hi, double* bs
   int32_t* li = L.idx.data();
   float* le = L.e.data();
   size_t count = 0;
+  total = 0;
   const vf ta = splat(upper_edge(lo)), tb = splat(hi >= kEBins - 1 ? 0.f : upper_edge(hi + 1));
+  alignas(64) float kb[kSumBlock];
+  const Mass mr{ms.mp, ms.cut, ms.mm, ms.it};  // in registers: the list's stores could alias ms
   for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
     const int64_t len = std::min(kSumBlock, n - b0);
-    vf acc{};
+    vf all{}, above{};
     uint32_t bits[kVecs];
     uint32_t any = 0;
     const int64_t vecs = (len + W - 1) / W;
 #if defined(__AVX512F__)
     if (len == kSumBlock) {  // mask registers throughout (the generic vector masks cost ~3x the instructions)
-      __m512 a = _mm512_setzero_ps();
+      __m512 a = _mm512_setzero_ps(), s = _mm512_setzero_ps();
       const __m512 va = _mm512_set1_ps(ta[0]), vb = _mm512_set1_ps(tb[0]);
       for (int q = 0; q < kVecs; ++q) {
-        const __m512 k = _mm512_loadu_ps(e + b0 + q * W);
-        const __mmask16 ab = _mm512_cmp_ps_mask(k, va, _CMP_GT_OQ);
-        a = _mm512_mask_add_ps(a, ab, a, k);
-        bits[q] = _mm512_mask_cmp_ps_mask(__mmask16(~ab), k, vb, _CMP_GT_OQ);
+        if (next && (q * W * sizeof(*x)) % 64 == 0) __builtin_prefetch(next + b0 + q * W);
+        const vf k = kept_e<Filter>(load<D>(x + b0 + q * W), mr);
+        __m512 km;
+        memcpy(&km, &k, sizeof km);
+        _mm512_store_ps(kb + q * W, km);
+        s = _mm512_add_ps(s, km);
+        const __mmask16 ab = _mm512_cmp_ps_mask(km, va, _CMP_GT_OQ);
+        a = _mm512_mask_add_ps(a, ab, a, km);
+        bits[q] = _mm512_mask_cmp_ps_mask(__mmask16(~ab), km, vb, _CMP_GT_OQ);
         any |= bits[q];
       }
-      memcpy(&acc, &a, sizeof a);
+      memcpy(&above, &a, sizeof a);
+      memcpy(&all, &s, sizeof s);
     } else
 #endif
       for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
-        const vf k = ld<F32>(e + b0, j, std::min<int64_t>(W, len - j));
-        const vi above = k > ta;
-        acc += select(above, k, vf{});
-        bits[q] = mask_bits(~above & (k > tb));
+        const int64_t c = std::min<int64_t>(W, len - j);
+        if (next && (j * sizeof(*x)) % 64 == 0) __builtin_prefetch(next + b0 + j);
+        const vf k = kept_e<Filter>(ld<D>(x + b0, j, c, -kInf), mr);
+        memcpy(kb + j, &k, sizeof k);
+        all += k;
+        const vi up = k > ta;
+        above += select(up, k, vf{});
+        bits[q] = mask_bits(~up & (k > tb));
         any |= bits[q];
       }
     DoubleSum d;
-    d.add(acc);
-    bsum[b] = d.sum();
+    d.add(all);
+    total += d.sum();
+    DoubleSum u;
+    u.add(above);
+    bsum[b] = u.sum();
     if (!any) continue;
     static_assert(kVecs <= 64, "a bit a vector");
     uint64_t with = 0;  // bit q: vector q holds some
@@ -502,13 +538,13 @@ inline int64_t window_pass(int64_t n, const float* e, int lo, int hi, double* bs
       const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(int32_t(b0 + j)),
                                           _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
       _mm512_storeu_si512(li + count, _mm512_maskz_compress_epi32(__mmask16(m), at));
-      _mm512_storeu_ps(le + count, _mm512_maskz_compress_ps(__mmask16(m), _mm512_loadu_ps(e + b0 + j)));
+      _mm512_storeu_ps(le + count, _mm512_maskz_compress_ps(__mmask16(m), _mm512_load_ps(kb + j)));
 #else
       size_t o = count;
       for (uint32_t r = m; r; r &= r - 1) {
-        const int64_t i = b0 + j + __builtin_ctz(r);
-        li[o] = int32_t(i);
-        le[o++] = e[i];
+        const int64_t l = j + __builtin_ctz(r);
+        li[o] = int32_t(b0 + l);
+        le[o++] = kb[l];
       }
 #endif
       count += size_t(__builtin_popcount(m));
