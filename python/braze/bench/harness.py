@@ -177,7 +177,6 @@ def _torch_on_cpu(fn):
         ta, tk = cache[key]
         return fn(*ta, **tk)
 
-    run.prepare = lambda args, kwargs: run(args, kwargs)
     return run
 
 
@@ -241,6 +240,48 @@ def select_shapes(spec, full, backend="cpu"):
     return shapes
 
 
+def _bench_shape(spec, dt, kind, shape, backend, rng, ceil, timer, peers, report):
+    """Times braze and each peer at one shape; rows (or skips) go into report."""
+    case = dict(spec.cases[0])  # the op's first option case is its plain use
+    nbytes, flops = spec.cost(shape, dt, case)
+    # enough input sets that one rotation passes ROTATE_BYTES (at most 16 on the CPU, 4 on a GPU)
+    most = 16 if backend == "cpu" else 4
+    nsets = int(min(most, max(1, math.ceil(ROTATE_BYTES.get(backend, 0) / max(nbytes, 1)))))
+    host = [spec.make_inputs(shape, dt, rng, dict(case), False) for _ in range(nsets)]
+    sets = [testing.convert_inputs(a, k, backend) for a, k in host]
+    ref = spec.reference(*[_f64(a, backend, spec.host_reference) for a in host[0][0]], **host[0][1])
+    ceiling = ceil.measure(nbytes, nsets)
+    for name, impl in _impls(spec, backend, peers):
+        outs = tsets = None  # the last implementation's outputs, freed before this one runs
+        try:
+            if name == "braze" and kind == "prefill":
+                outs = [spec.out_kwargs(impl(a, k)) for a, k in sets]  # engines reuse their buffers
+                fn = lambda s, _i=impl: _i(s[0], {**s[1], **s[2]})  # noqa: E731
+                tsets = [(a, k, o) for (a, k), o in zip(sets, outs)]
+            else:
+                fn = lambda s, _i=impl: _i(s[0], s[1])  # noqa: E731
+                tsets = sets
+            res = fn(tsets[0])
+            own = name.startswith("torch") and getattr(_peers.torch_op(spec), "draws_own_tokens", False)
+            err = float("nan") if own else _max_err(res, ref)  # its own random draws: no token parity
+            del res
+            if backend == "cuda" and kind == "decode":
+                t = cuda_latency(fn, tsets)
+            else:
+                t = timer(fn, tsets)
+        except Exception as e:  # a peer that cannot run this case is reported, not fatal
+            if name == "braze":
+                raise
+            report.setdefault("skipped", []).append(f"{name} {spec.name} {shape}: {type(e).__name__}: {e}")
+            continue
+        gbs = nbytes / t / 1e9
+        report["rows"].append({"op": spec.name, "shape": list(shape), "dtype": dt, "backend": backend,
+                               "impl": name, "ms": round(t * 1e3, 5), "gbs": round(gbs, 2),
+                               "pct_ceiling": round(100 * gbs / ceiling, 1), "max_err": err,
+                               "kind": kind, "flops": flops, "bytes": nbytes,
+                               "ceiling_gbs": round(ceiling, 2), "ceiling_kind": ceil.kind})
+
+
 def run(family=None, op=None, backend="cpu", dtype=None, full=False, json_path=None, plot=None,
         progress=True, peers=None, out=sys.stdout):
     if backend not in _backends.NAMES:
@@ -261,42 +302,9 @@ def run(family=None, op=None, backend="cpu", dtype=None, full=False, json_path=N
     rng = np.random.default_rng(0)
     for spec, dt, kind, shape in work:
         bar.step(f"{spec.name} {shape}")
-        case = dict(spec.cases[0])  # the op's first option case is its plain use
-        nbytes, flops = spec.cost(shape, dt, case)
-        # enough input sets that one rotation passes ROTATE_BYTES (at most 16 on the CPU, 4 on a GPU)
-        most = 16 if backend == "cpu" else 4
-        nsets = int(min(most, max(1, math.ceil(ROTATE_BYTES.get(backend, 0) / max(nbytes, 1)))))
-        host = [spec.make_inputs(shape, dt, rng, dict(case), False) for _ in range(nsets)]
-        sets = [testing.convert_inputs(a, k, backend) for a, k in host]
-        ref = spec.reference(*[_f64(a, backend, spec.host_reference) for a in host[0][0]], **host[0][1])
-        ceiling = ceil.measure(nbytes, nsets)
-        for name, impl in _impls(spec, backend, peers):
-            try:
-                if name == "braze" and kind == "prefill":
-                    outs = [spec.out_kwargs(impl(a, k)) for a, k in sets]  # engines reuse their buffers
-                    fn = lambda s, _i=impl: _i(s[0], {**s[1], **s[2]})  # noqa: E731
-                    tsets = [(a, k, o) for (a, k), o in zip(sets, outs)]
-                else:
-                    fn = lambda s, _i=impl: _i(s[0], s[1])  # noqa: E731
-                    tsets = sets
-                res = fn(tsets[0])
-                own = name.startswith("torch") and getattr(_peers.torch_op(spec), "draws_own_tokens", False)
-                err = float("nan") if own else _max_err(res, ref)  # its own random draws: no token parity
-                if backend == "cuda" and kind == "decode":
-                    t = cuda_latency(fn, tsets)
-                else:
-                    t = timer(fn, tsets)
-            except Exception as e:  # a peer that cannot run this case is reported, not fatal
-                if name == "braze":
-                    raise
-                report.setdefault("skipped", []).append(f"{name} {spec.name} {shape}: {type(e).__name__}: {e}")
-                continue
-            gbs = nbytes / t / 1e9
-            report["rows"].append({"op": spec.name, "shape": list(shape), "dtype": dt, "backend": backend,
-                                   "impl": name, "ms": round(t * 1e3, 5), "gbs": round(gbs, 2),
-                                   "pct_ceiling": round(100 * gbs / ceiling, 1), "max_err": err,
-                                   "kind": kind, "flops": flops, "bytes": nbytes,
-                                   "ceiling_gbs": round(ceiling, 2), "ceiling_kind": ceil.kind})
+        # one shape at a time: its inputs, outputs and oracle are freed before the next shape's
+        # are made (the largest CPU shapes take several GB each)
+        _bench_shape(spec, dt, kind, shape, backend, rng, ceil, timer, peers, report)
     bar.close()
     report["ceiling_gbs"] = round(ceil.median(), 2)
     print_table(report, out)
