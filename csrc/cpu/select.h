@@ -135,7 +135,11 @@ template <class D> ArgMax arg_max(const typename D::T* x, int64_t n) {
 struct List {
   std::vector<int32_t> idx;
   std::vector<float> val, e;
-  std::vector<std::pair<float, float>> pairs;  // (value, e), for sorting
+  struct Keyed {
+    uint32_t key;  // largest value first
+    float val, e;
+  };
+  std::vector<Keyed> sorted, spare;  // list_cut's (value, e) sorted
   size_t size() const { return idx.size(); }
 };
 
@@ -200,16 +204,36 @@ inline float list_kth(List& L, int64_t k) {
 // or above it, plus `above`, reach `target`; the lowest value with mass when
 // rounding leaves the target unreached; -inf when no entry has mass.
 inline float list_cut(List& L, double above, double target) {
+  // Sorted by value, largest first: a radix sort over 8-bit digits of an order-reversing key
+  // (a comparison sort of random values mispredicts a branch a comparison); digits all
+  // entries share are skipped. -0 sorts next to +0, with which it compares equal below.
   const size_t n = L.size();
-  L.pairs.resize(n);
-  for (size_t i = 0; i < n; ++i) L.pairs[i] = {L.val[i], L.e[i]};
-  std::sort(L.pairs.begin(), L.pairs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  L.sorted.resize(n);
+  L.spare.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    memcpy(&b, &L.val[i], 4);
+    L.sorted[i] = {(b >> 31) ? b : ~(b | 0x80000000u), L.val[i], L.e[i]};
+  }
+  for (int shift = 0; shift < 32; shift += 8) {
+    uint32_t count[256] = {};
+    for (size_t i = 0; i < n; ++i) ++count[(L.sorted[i].key >> shift) & 255];
+    if (n == 0 || count[(L.sorted[0].key >> shift) & 255] == n) continue;
+    uint32_t at = 0;
+    for (uint32_t& c : count) {
+      const uint32_t k = c;
+      c = at;
+      at += k;
+    }
+    for (size_t i = 0; i < n; ++i) L.spare[count[(L.sorted[i].key >> shift) & 255]++] = L.sorted[i];
+    L.sorted.swap(L.spare);
+  }
   double acc = above;
   float lowest = -kInf;
   for (size_t j = 0; j < n;) {
-    const float v = L.pairs[j].first;
+    const float v = L.sorted[j].val;
     double g = 0;
-    for (; j < n && L.pairs[j].first == v; ++j) g += L.pairs[j].second;
+    for (; j < n && L.sorted[j].val == v; ++j) g += L.sorted[j].e;
     if (g == 0) continue;
     lowest = v;
     acc += g;
@@ -328,19 +352,6 @@ struct Sketch {
   float sampled[kEBins], big[kEBins];  // sampled: every kSampleEvery-th vector, elements below big_e
 };
 
-// Adds the lanes of e picked by `bits` into hist by bin.
-inline void scatter(float* hist, vf e, uint32_t bits) {
-  alignas(64) int32_t bin[W];
-  alignas(64) float ee[W];
-  const vi bv = ebin(e);
-  memcpy(bin, &bv, sizeof bv);
-  memcpy(ee, &e, sizeof e);
-  for (; bits; bits &= bits - 1) {
-    const int l = __builtin_ctz(bits);
-    hist[bin[l]] += ee[l];
-  }
-}
-
 // Adds every lane of e into hist by bin, lanes taken out of the registers in
 // an unrolled loop: through a stack copy, each 4-byte load of a lane waits for
 // the whole vector's store to retire (no forwarding), about 10 cycles a lane.
@@ -369,8 +380,18 @@ template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t 
     scatter_all(sk.sampled, select(k >= big, vf{}, k));  // a big lane adds +0: no change
   }
   // Big elements: z = (x - m) / T >= log(big_e) (less a margin for the exp's rounding) picks
-  // the blocks, by their max, and then the vectors whose e are tested.
+  // the blocks, by their max, and then the vectors whose e are tested. Their (bin, e) are
+  // queued and added in index order a batch at a time: read back right after the vector's
+  // store, a lane waits for the store to retire.
   const vf zb = splat(float(std::log(double(big_e)) - 1e-3)), mm = ms.mm, it = ms.it;
+  constexpr size_t kBatch = 512;
+  alignas(64) int32_t qb[kBatch + W];
+  alignas(64) float qe[kBatch + W];
+  size_t queued = 0;
+  const auto drain = [&] {
+    for (size_t i = 0; i < queued; ++i) sk.big[qb[i]] += qe[i];
+    queued = 0;
+  };
   const int64_t nb = (n + kBlock - 1) / kBlock;
   for (int64_t j0 = 0; j0 < nb; j0 += W) {
     const int64_t c = std::min<int64_t>(W, nb - j0);
@@ -382,10 +403,28 @@ template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t 
         if (!mask_bits((v - mm) * it >= zb)) continue;
         const vf k = kept_e<Filter>(v, ms);
         const uint32_t bigs = mask_bits(k >= big);
-        if (bigs) scatter(sk.big, k, bigs);
+        if (!bigs) continue;
+        const vi bins = ebin(k);
+#if defined(__AVX512F__)
+        __m512i bz;
+        __m512 kz;
+        memcpy(&bz, &bins, sizeof bz);
+        memcpy(&kz, &k, sizeof kz);
+        _mm512_storeu_si512(qb + queued, _mm512_maskz_compress_epi32(__mmask16(bigs), bz));
+        _mm512_storeu_ps(qe + queued, _mm512_maskz_compress_ps(__mmask16(bigs), kz));
+        queued += size_t(__builtin_popcount(bigs));
+#else
+        for (uint32_t r = bigs; r; r &= r - 1) {
+          const int l = __builtin_ctz(r);
+          qb[queued] = bins[l];
+          qe[queued++] = k[l];
+        }
+#endif
+        if (queued >= kBatch) drain();
       }
     }
   }
+  drain();
 }
 
 // The window of bins [lo, hi] that holds the bin where the mass from the top
