@@ -36,7 +36,7 @@ build)
     cat /tmp/llama_done
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/lw/llama_cpp_python-*.whl
   fi ;;
-run)  # most wanted first: a cut run keeps the e2e rows
+run)  # most wanted first: a cut run keeps the e2e rows, then the sanitizer
   cd /tmp
   timeout 150 python3 -m braze.bench.gguf_random /tmp/m1b.gguf --shape 1b 2>/dev/null
   # the graph step and the eager one, each beside llama.cpp in the same call
@@ -44,13 +44,13 @@ run)  # most wanted first: a cut run keeps the e2e rows
     timeout 150 python3 -m braze bench --e2e /tmp/m1b.gguf --backend cuda --dtype bfloat16 --prompt-tokens 512 \
       --decode-tokens 64 $g ${PEERS:+--peers $PEERS} --json "$O/e2e_cuda_bfloat16${g:+_graph}.json"
   done
-  timeout 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider "$R/tests/test_gguf_decode.py" \
-    "$R/tests/test_quant_matmul_cuda.py" -rf > "$O/pytest_cuda.log" 2>&1
-  echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")"
   # the fast GEMV dot (every M) under compute-sanitizer's memcheck
   command -v compute-sanitizer >/dev/null && timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool memcheck \
     --target-processes all python3 -m pytest -q -m cuda -p no:cacheprovider "$R/tests/test_quant_matmul_cuda.py" \
     -k fast_dot > "$O/sanitizer_gemv.log" 2>&1
-  echo "sanitizer rc $?: $(grep -E 'ERROR SUMMARY|passed|failed' "$O/sanitizer_gemv.log" | tail -2)" ;;
+  echo "sanitizer rc $?: $(grep -E 'ERROR SUMMARY|passed|failed' "$O/sanitizer_gemv.log" | tail -2)"
+  timeout 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider "$R/tests/test_gguf_decode.py" \
+    "$R/tests/test_quant_matmul_cuda.py" -rf > "$O/pytest_cuda.log" 2>&1
+  echo "pytest -m cuda rc $?: $(tail -1 "$O/pytest_cuda.log")" ;;
 *) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac
