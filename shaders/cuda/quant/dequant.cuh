@@ -4,9 +4,13 @@
 // loads (each byte read from memory once, fully coalesced), then each thread
 // decodes one 16-element chunk through the format's codec (csrc/core/quant/,
 // the CPU's code) and stores it as 16-byte vectors, consecutive threads on
-// consecutive chunks. Sub-block scales scattered in a K-quant block are read
-// from shared memory, not memory. CTAs loop over the tiles of all rows
-// (grid sized from the SM count).
+// consecutive chunks, converted to 16-bit types two at a time. fp8 codes go
+// through the hardware's exact fp8x2 -> f16x2 conversion instead of the codec's
+// bit arithmetic (the same values). Sub-block scales scattered in a K-quant
+// block are read from shared memory, not memory. CTAs loop over the tiles of
+// all rows (grid: up to four waves of resident CTAs). The frame alone (bytes
+// widened, no decode) runs at ~91% of the copy on an H100, so the decode's
+// instructions are what separates a format from that: scripts/cuda_dequant_bw.cu.
 #pragma once
 #include "core/quant/affine.h"
 #include "core/quant/fp8.h"
@@ -18,6 +22,7 @@
 #include "core/quant/mx.h"
 #include "core/quant/nvfp4.h"
 #include "core/quant_mx.h"
+#include <cuda_fp8.h>
 #include "cuda/quant/io.cuh"
 
 namespace braze::cuda::quant {
@@ -70,6 +75,23 @@ __device__ __forceinline__ float scaled_scale(const DeqParams& p, int64_t r, int
   return p.group == kFp8GroupTensor ? s[0] : p.group == kFp8GroupRow ? s[r] : s[r / 128 * p.scales_stride + k / 128];
 }
 
+// 16 fp8 codes (src 16-byte aligned) times s, through the hardware's fp8x2 ->
+// f16x2 conversion: exact for every code (f16 holds every e4m3 / e5m2 value),
+// a NaN code gives a NaN, and the multiply makes every NaN the canonical one,
+// as decode_elem(c) * s does on the GPU.
+template <Elem E> __device__ __forceinline__ void fp8x16_times(const uint8_t* src, float s, float* out) {
+  static_assert(E == Elem::e4m3 || E == Elem::e5m2, "an fp8 element");
+  const uint4 w = *reinterpret_cast<const uint4*>(src);
+  const uint32_t x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(x[j / 2] >> (16 * (j % 2))),
+                                                     E == Elem::e4m3 ? __NV_E4M3 : __NV_E5M2);
+    out[2 * j] = __half2float(__half(__half_raw{h.x})) * s;
+    out[2 * j + 1] = __half2float(__half(__half_raw{h.y})) * s;
+  }
+}
+
 // Elements [krel, krel + 16) of the tile starting at element k_tile of row r,
 // from the tile's staged bytes; the arithmetic of the CPU kernels, step by step.
 template <QFormat F>
@@ -107,6 +129,18 @@ __device__ __forceinline__ void decode_chunk(const uint8_t* tile, int krel, int6
   }
 }
 
+// decode_chunk of a chunk of a staged tile (16-byte aligned), fp8 through
+// fp8x16_times; the matmuls read unaligned rows and keep decode_chunk.
+template <QFormat F>
+__device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
+                                              const DeqParams& p, float* out) {
+  if constexpr (info(F).group == Group::fp8) {
+    fp8x16_times<MxElem<F>::e>(tile + krel, scaled_scale(p, r, k_tile + krel), out);
+  } else {
+    decode_chunk<F>(tile, krel, r, k_tile, p, out);
+  }
+}
+
 template <QFormat F, class T>
 __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams p) {
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
@@ -123,10 +157,10 @@ __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams
     const int krel = int(threadIdx.x) * kDeqChunk;
     if (krel < n) {
       float v[kDeqChunk];
-      decode_chunk<F>(tile, krel, r, k_tile, p, v);
+      decode_staged<F>(tile, krel, r, k_tile, p, v);
       T* dst = static_cast<T*>(p.out) + r * p.out_stride + k_tile + krel;
       const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;  // short only in fp8 / int8 rows
-      store_n<T, kDeqChunk>(dst, v, m, p.vec_out);
+      store_arith_n<T, kDeqChunk>(dst, v, m, p.vec_out);
     }
     __syncthreads();  // the tile is read before the next one overwrites it
   }

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 
@@ -47,6 +48,36 @@ template <class T, int N> __device__ __forceinline__ void store_n(T* dst, const 
     for (int i = 0; i < N; ++i)
       if (i < n) dst[i] = out_of<T>(v[i]);
   }
+}
+
+// store_n for values that a GPU multiply or add produced: any NaN among them is
+// the canonical one, which out_of and the hardware's paired conversions
+// (cvt.rn.{bf16x2,f16x2}.f32) both turn into 0x7fff, so the pairs give store_n's
+// bits with half the conversions and no NaN test.
+template <class T, int N> __device__ __forceinline__ void store_arith_n(T* dst, const float* v, int n, bool vec) {
+  if constexpr (sizeof(T) == 2) {
+    if (vec && n == N) {
+      static_assert(N % 8 == 0, "whole 16-byte vectors");
+      union {
+        uint32_t pair[N / 2];
+        uint4 w[N / 8];
+      } u;
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        if constexpr (std::is_same_v<T, __half>) {
+          const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+          u.pair[i] = *reinterpret_cast<const uint32_t*>(&h);
+        } else {
+          const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+          u.pair[i] = *reinterpret_cast<const uint32_t*>(&b);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < N / 8; ++i) reinterpret_cast<uint4*>(dst)[i] = u.w[i];
+      return;
+    }
+  }
+  store_n<T, N>(dst, v, n, vec);
 }
 
 // n (<= N) elements of src as floats (the rest 0); Vec: src is 16-byte aligned.

@@ -1,0 +1,220 @@
+// What limits the CUDA dequantize: its kernel beside the ceilings of its byte
+// mix (a copy; int8 widened to bf16, 1 byte read to 2 written), the same frame
+// with no decode, and other grids and tile sizes, in one process (no braze
+// build needed; its rows on an H100 are in docs/performance.md).
+//   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -fmad=false -I csrc -I shaders \
+//     scripts/cuda_dequant_bw.cu -o /tmp/dqbw && /tmp/dqbw
+// Each row: median of 7 timings of 20 launches rotating over 3 buffer sets
+// (every set larger than the L2), bytes = packed read + output written; % is
+// against cudaMemcpyAsync device-to-device of the same total, measured here.
+// Variants are checked bit for bit against the library kernel's output.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "cuda/quant/dequant.cuh"
+
+using namespace braze::cuda::quant;
+using braze::quant::QFormat;
+
+#define CK(x)                                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
+  } while (0)
+
+constexpr int kSets = 3, kIters = 20, kReps = 7;
+
+// Variant "wide": a tile of M library tiles staged at once (M x the bytes in flight a barrier).
+// Mode 0: the library's decode; 1: the bytes widened as int8 (wrong values:
+// the cost of the frame without a decode).
+template <int Mode, QFormat F>
+__device__ __forceinline__ void chunk_of(const uint8_t* tile, int krel, int64_t r, int64_t k_tile, const DeqParams& p,
+                                         float* v) {
+  if constexpr (Mode == 0) {
+    decode_staged<F>(tile, krel, r, k_tile, p, v);
+  } else {
+    const uint4 w = *reinterpret_cast<const uint4*>(tile + (krel & 1023));
+    const uint32_t x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = float(int8_t(x[j / 4] >> (8 * (j % 4))));
+  }
+}
+
+template <QFormat F, class T, int M, int Mode = 0>
+__global__ void __launch_bounds__(kDeqThreads) deq_wide(const DeqParams p) {
+  constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
+  constexpr int kTile = M * kDeqTile, kTileBytes = kTile / B * BB;
+  __shared__ __align__(16) uint8_t tile[kTileBytes];
+  const int64_t tiles = (p.cols + kTile - 1) / kTile, total = p.rows * tiles;
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t r = t / tiles, k_tile = (t - r * tiles) * kTile;
+    const int64_t left = p.cols - k_tile;
+    const int n = left < kTile ? int(left) : kTile;
+    stage_bytes(tile, p.data + r * p.data_stride + k_tile / B * BB, n / B * BB);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const int krel = (i * kDeqThreads + int(threadIdx.x)) * kDeqChunk;
+      if (krel < n) {
+        float v[kDeqChunk];
+        chunk_of<Mode, F>(tile, krel, r, k_tile, p, v);
+        T* dst = static_cast<T*>(p.out) + r * p.out_stride + k_tile + krel;
+        const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;
+        store_arith_n<T, kDeqChunk>(dst, v, m, p.vec_out);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Ceilings: n bytes to n bytes, and n int8 to n bf16 (the widen of q8 / fp8),
+// each thread U vectors in flight; stores as wide and contiguous as the loads.
+constexpr int kU = 4;
+__global__ void copy16(const uint4* __restrict__ s, uint4* __restrict__ d, int64_t n) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += step * kU) {
+    uint4 w[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) if (i0 + u * step < n) w[u] = __ldg(s + i0 + u * step);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) if (i0 + u * step < n) d[i0 + u * step] = w[u];
+  }
+}
+__device__ __forceinline__ uint32_t two_bf16(uint32_t b) {
+  const float lo = float(int8_t(b & 0xff)), hi = float(int8_t((b >> 8) & 0xff));
+  return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
+}
+__global__ void widen8(const uint2* __restrict__ s, uint4* __restrict__ d, int64_t n) {  // n: 8-byte words
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += step * kU) {
+    uint2 w[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) if (i0 + u * step < n) w[u] = __ldg(s + i0 + u * step);
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (i0 + u * step < n)
+        d[i0 + u * step] = make_uint4(two_bf16(w[u].x), two_bf16(w[u].x >> 16), two_bf16(w[u].y), two_bf16(w[u].y >> 16));
+  }
+}
+
+__global__ void fill(uint8_t* p, int64_t n, uint32_t seed, uint32_t mod) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = uint8_t(h % mod);  // mod 0x3c: every fp16 scale finite
+  }
+}
+
+template <class Launch> float time_it(Launch&& launch) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  for (int s = 0; s < kSets; ++s) launch(s);
+  std::vector<float> ms;
+  for (int rep = 0; rep < kReps; ++rep) {
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < kIters; ++i) launch(i % kSets);
+    CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
+    float m; CK(cudaEventElapsedTime(&m, a, b)); ms.push_back(m * 1000.f / kIters);
+  }
+  CK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  return ms[kReps / 2];
+}
+
+template <class K> int resident(K k) {
+  int dev, sms, per;
+  CK(cudaGetDevice(&dev)); CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, reinterpret_cast<const void*>(k), kDeqThreads, 0));
+  return sms * per;
+}
+
+struct Buffers { uint8_t* data[kSets]; void* out[kSets]; float* scale; uint8_t* ref; };
+
+template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, double copy_gbs_per_byte_fn(double)) {
+  using T = __nv_bfloat16;
+  constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
+  const int64_t stride = cols / B * BB, in_bytes = rows * stride, out_bytes = rows * cols * 2;
+  Buffers bf;
+  for (int s = 0; s < kSets; ++s) {
+    CK(cudaMalloc(&bf.data[s], in_bytes)); CK(cudaMalloc(&bf.out[s], out_bytes));
+    fill<<<1024, 256>>>(bf.data[s], in_bytes, 17u + s, B == 1 ? 256u : 0x3cu);  // fp8: every code
+  }
+  CK(cudaMalloc(&bf.scale, 4)); const float one = 0.5f; CK(cudaMemcpy(bf.scale, &one, 4, cudaMemcpyHostToDevice));
+  bf.ref = static_cast<uint8_t*>(malloc(out_bytes));
+  auto params = [&](int s, int64_t tile) {
+    DeqParams p{bf.data[s], stride, bf.scale, 1, braze::DType::f32, nullptr, 0, bf.scale,
+                braze::quant::kFp8GroupTensor, bf.out[s], cols, rows, cols, (cols + tile - 1) / tile, true};
+    return p;
+  };
+  const double bytes = double(in_bytes + out_bytes);
+  const double ceil_us = copy_gbs_per_byte_fn(bytes);
+  auto report = [&](const char* what, float us) {
+    printf("%-10s %6lld x %-6lld %-22s %8.1f us %7.0f GB/s %5.1f%%\n", name, (long long)rows, (long long)cols, what, us,
+           bytes / us / 1e3, 100.0 * ceil_us / us);
+  };
+  auto check = [&](const char* what) {
+    std::vector<uint8_t> got(out_bytes);
+    CK(cudaMemcpy(got.data(), bf.out[0], out_bytes, cudaMemcpyDeviceToHost));
+    if (memcmp(got.data(), bf.ref, out_bytes) != 0) printf("  %s: OUTPUT DIFFERS from the library kernel\n", what);
+  };
+  {
+    auto k = dequantize_kernel<F, T>;
+    const int g = resident(k);
+    const int64_t total = rows * ((cols + kDeqTile - 1) / kDeqTile);
+    report("library (4 waves)", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(4 * g, total)), kDeqThreads>>>(params(s, kDeqTile)); }));
+    CK(cudaMemcpy(bf.ref, bf.out[0], out_bytes, cudaMemcpyDeviceToHost));
+    report("library, 1 wave", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(g, total)), kDeqThreads>>>(params(s, kDeqTile)); }));
+    check("1 wave");
+    report("library, grid=tiles", time_it([&](int s) { k<<<unsigned(total), kDeqThreads>>>(params(s, kDeqTile)); }));
+    check("grid=tiles");
+  }
+  auto wide = [&](auto m_tag, auto mode_tag, std::vector<int> mults) {
+    constexpr int M = decltype(m_tag)::value, Mode = decltype(mode_tag)::value;
+    auto k = deq_wide<F, T, M, Mode>;
+    const int64_t tiles = rows * ((cols + kDeqTile * M - 1) / (kDeqTile * M));
+    for (int c : mults) {  // c resident waves, 0: every tile its CTA
+      const int64_t g = c ? std::min<int64_t>(tiles, int64_t(c) * resident(k)) : tiles;
+      char what[40];
+      snprintf(what, sizeof what, "%s x%d (%lld CTA)", Mode == 0 ? "wide" : "no-decode", M, (long long)g);
+      report(what, time_it([&](int s) { k<<<unsigned(g), kDeqThreads>>>(params(s, kDeqTile * M)); }));
+      if (Mode == 0) check(what);
+    }
+  };
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  wide(I2{}, std::integral_constant<int, 0>{}, {0, 4});
+  wide(I1{}, I1{}, {0});
+  for (int s = 0; s < kSets; ++s) { CK(cudaFree(bf.data[s])); CK(cudaFree(bf.out[s])); }
+  CK(cudaFree(bf.scale)); free(bf.ref);
+}
+
+static double g_memcpy_gbs = 0;
+double memcpy_us(double bytes) { return bytes / g_memcpy_gbs / 1e3; }
+
+int main() {
+  cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
+  printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  const int64_t n = int64_t(1) << 27;  // 128 MiB each way
+  uint8_t *s[kSets], *d[kSets];
+  for (int i = 0; i < kSets; ++i) { CK(cudaMalloc(&s[i], 2 * n)); CK(cudaMalloc(&d[i], 2 * n)); }
+  const float mc = time_it([&](int i) { CK(cudaMemcpyAsync(d[i], s[i], n, cudaMemcpyDeviceToDevice)); });
+  g_memcpy_gbs = 2.0 * n / mc / 1e3;
+  printf("cudaMemcpyAsync D2D %lld B: %.1f us, %.0f GB/s (read + write)\n", (long long)n, mc, g_memcpy_gbs);
+  const float ck = time_it([&](int i) { copy16<<<prop.multiProcessorCount * 8, 256>>>((const uint4*)s[i], (uint4*)d[i], n / 16); });
+  printf("copy16 kernel:          %.1f us, %.0f GB/s\n", ck, 2.0 * n / ck / 1e3);
+  const float wd = time_it([&](int i) { widen8<<<prop.multiProcessorCount * 8, 256>>>((const uint2*)s[i], (uint4*)d[i], n / 8); });
+  printf("widen8 int8->bf16 (1:2): %.1f us, %.0f GB/s, %.1f%% of memcpy\n", wd, 3.0 * n / wd / 1e3,
+         100.0 * (3.0 * n / g_memcpy_gbs / 1e3) / wd);
+  for (int i = 0; i < kSets; ++i) { CK(cudaFree(s[i])); CK(cudaFree(d[i])); }
+  run<QFormat::q8_0>("q8_0", 4096, 14336, memcpy_us);
+  run<QFormat::q4_K>("q4_K", 4096, 14336, memcpy_us);
+  run<QFormat::fp8_e4m3>("fp8_e4m3", 4096, 14336, memcpy_us);
+  run<QFormat::q6_K>("q6_K", 4096, 14336, memcpy_us);
+  run<QFormat::q4_0>("q4_0", 4096, 14336, memcpy_us);
+  run<QFormat::q8_0>("q8_0", 4096, 4096, memcpy_us);
+  return 0;
+}
