@@ -121,7 +121,7 @@ def test_jit_matches_eager_and_reference(spec):
             if not spec.host_reference or spec.family == "quant":
                 # the CPU GEMV's int8 activations add a bounded error by design (OpSpec.err_bound)
                 args64 = [testing.to_numpy64(a) if isinstance(a, np.ndarray) else a for a in args]
-                bound = spec.err_bound(args64, kwargs, "cpu") if spec.err_bound else None
+                bound = spec.err_bound(args64, kwargs, "cpu", "float32") if spec.err_bound else None
                 res = testing.compare(g, r, spec.tolerance("float32"), f"out[{i}]", bound)
                 assert res.ok, f"{spec.name} case {case}: {res.message}"
 

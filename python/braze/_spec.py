@@ -49,8 +49,8 @@ class OpSpec:
     # cannot run on shapes alone (torch fake tensors): framework fakes take the kernel path
     reference_reads_values: bool = False
     doc: str = ""
-    # err_bound(args, kwargs, backend) -> None or an array (broadcast to the output) of error
-    # the kernel may add by design on that backend (args float64 numpy), on top of tol
+    # err_bound(args, kwargs, backend, dtype) -> None or an array (broadcast to the output) of
+    # error the kernel may add by design on that backend and dtype (args float64 numpy), on top of tol
     err_bound: Callable | None = None
 
     def tolerance(self, dtype):

@@ -200,7 +200,7 @@ def check(spec, backend, dtype, shape, case=None, strided=False, seed=0):
     args = tuple(_relayout(a, layout) for a in args)
     args64 = [to_numpy64(a) if isinstance(a, np.ndarray) else a for a in args]
     ref = _as_tuple(spec.reference(*args64, **kwargs))
-    bound = spec.err_bound(args64, kwargs, backend) if spec.err_bound else None
+    bound = spec.err_bound(args64, kwargs, backend, dtype) if spec.err_bound else None
     bargs, bkw = convert_inputs(args, kwargs, backend)
     tol = spec.tolerance(dtype)
 

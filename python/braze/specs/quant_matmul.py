@@ -11,7 +11,8 @@ Tolerance: the float64 reference rounds once; the kernels sum in float32, so
 their error grows like sqrt(K) * |x| * |W| ulp(f32): testing.compare's
 ``atol * max(1, rms(ref))`` term is exactly that scale (rms of a random dot
 product is sqrt(K) * rms(x) * rms(W)). Half-precision outputs add one rounding
-(rtol). The CPU's int8 activations (INT8_X) add at most ``int8_x_bound`` (err_bound).
+(rtol). The CPU's int8 activations (INT8_X) add at most ``int8_x_bound``, and the
+CUDA GEMM's W rounded to x's 16-bit dtype at most u |x| |W| (err_bound).
 See docs/quant.md.
 
 Bench shapes: an 8B model's MLP down projection, N x K = 4096 x 14336, at M = 1
@@ -111,10 +112,24 @@ def int8_x_active(fmt, m, backend="cpu"):
     return bool(_cpu.quant_int8_activations())
 
 
+# The CUDA GEMM (m > 16 rows, f16 / bf16 x) rounds decoded W to x's dtype, its
+# tensor cores' operand type (shaders/cuda/quant/gemm.cuh): each product moves
+# by at most u |x W| (u: the unit roundoff; f16's subnormal spacing adds 2^-25 |x|).
+CUDA_W_ROUNDING = {"float16": (2.0 ** -11, 2.0 ** -25), "bfloat16": (2.0 ** -8, 0.0)}
+
+
+def cuda_w_rounding(fmt, m, backend, dtype):
+    """Whether ``m`` rows of ``fmt`` in ``dtype`` take the CUDA GEMM that rounds W to ``dtype``."""
+    return backend == "cuda" and fmt != "dense" and m > 16 and dtype in CUDA_W_ROUNDING
+
+
 def _err_bound(fmt):
-    def bound(args, kwargs, backend):
+    def bound(args, kwargs, backend, dtype):
         x, data = args[0], args[1]
-        if not int8_x_active(fmt, int(np.prod(x.shape[:-1])), backend) or x.size == 0:
+        m = int(np.prod(x.shape[:-1]))
+        int8 = fmt in INT8_X and int8_x_active(fmt, m, backend)
+        wround = cuda_w_rounding(fmt, m, backend, dtype)
+        if not (int8 or wround) or x.size == 0:
             return None
         if fmt in ref.BLOCKS:
             w = ref.dequantize(data, format=fmt, dtype="float64")
@@ -122,7 +137,14 @@ def _err_bound(fmt):
             from ..reference import quant_mx as ref_mx
 
             w = ref_mx.dequantize(data, *args[2:5], format=fmt, k=x.shape[-1], group_size=kwargs.get("group_size"))
-        return int8_x_bound(x.reshape(-1, x.shape[-1]), w, INT8_X[fmt])
+        x2 = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
+        total = np.zeros((x2.shape[0], w.shape[0]))
+        if int8:
+            total += int8_x_bound(x2, w, INT8_X[fmt])
+        if wround:
+            u, sub = CUDA_W_ROUNDING[dtype]
+            total += np.abs(x2) @ (u * np.abs(np.asarray(w, np.float64)) + sub).T
+        return total
     return bound
 
 
@@ -174,5 +196,5 @@ for _fmt in FORMATS:
         make_inputs=_inputs(_fmt), out_kwargs=lambda r: {"out": r}, cost=_cost(_fmt), backends=BACKENDS,
         tol=dict(MATMUL_TOL), cases=_CASES, shapes=_shapes(_b), edge_shapes=_edges(_b),
         bench_shapes=MATMUL_BENCH, layouts=("contiguous", "strided", "broadcast", "misaligned"), native="matmul",
-        err_bound=_err_bound(_fmt) if _fmt in INT8_X else None,
+        err_bound=None if _fmt == "dense" else _err_bound(_fmt),
     ))
