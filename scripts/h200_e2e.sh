@@ -5,7 +5,8 @@
 # llama-cpp-python==0.3.36, unpack, delete .git, vendor/llama.cpp/{.git,models,
 # docs,benches,tests,examples,media,tools/server} and the sycl / vulkan / opencl /
 # cann / hexagon backends, keep vendor/miniaudio: the vendor CMakeLists adds it;
-# tar czf into LCP). Two steps so that each fits a 10-minute call:
+# tar czf into LCP). llama_cpp imports diskcache, which the device lacks: carry its wheel in
+# .whl/ (pip download --no-deps diskcache -d .whl) with the others. Two steps so that each fits a 10-minute call:
 #   LCP=_dev/lcp.tgz bash scripts/h200_e2e.sh build   # braze (sm_90) and llama.cpp (CUDA, sm_90) side by side, ~520 s on 16 cores
 #   (without LCP braze alone, ~230 s; then `PEERS=none ... run`)
 #   OUT=dir bash scripts/h200_e2e.sh run              # the 1b random model, e2e benches, CUDA tests, sanitizer (~5 min)
