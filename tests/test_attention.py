@@ -308,6 +308,38 @@ def test_cpu_prefill_tiles_match_reference(group, ci, isa):
         assert res.ok, res.message
 
 
+# A thread packs a kv head's keys and values once for all the query tiles of a call
+# (HeadRows in csrc/cpu/attention.cpp), in a buffer every dtype shares: later calls on
+# the same buffers, changed in place, and calls of other dtypes between them must read
+# their own values (with the paged cache too).
+@pytest.mark.parametrize("paged", [False, True], ids=["ragged", "paged"])
+def test_cpu_prefill_reads_keys_changed_between_calls(paged):
+    rng = np.random.default_rng(8)
+    T, hq, hkv, d, bs = 100, 4, 1, 64, 16  # one kv head: every task of every call binds the same one
+    cu = np.array([0, T], np.int32)
+    blocks = (T + bs - 1) // bs
+    shape = (blocks, bs, hkv, d) if paged else (T, hkv, d)
+    table = np.arange(blocks, dtype=np.int32)[::-1].copy()  # logical block i in block blocks - 1 - i
+    bufs = {}
+    for dtype in ("float32", "bfloat16", "float32", "bfloat16"):
+        nd = np.dtype(np.float32) if dtype == "float32" else _np_dtype(dtype)
+        q, k, v = bufs.setdefault(dtype, (_host(rng, (T, hq, d), dtype).astype(nd), np.zeros(shape, nd),
+                                          np.zeros(shape, nd)))
+        fresh = [_host(rng, (T, hkv, d), dtype).astype(nd) for _ in range(2)]
+        for buf, new in zip((k, v), fresh):  # in place: the same buffers as the dtype's last call
+            if paged:
+                buf[table] = np.pad(new, ((0, blocks * bs - T), (0, 0), (0, 0))).reshape(shape)
+            else:
+                buf[...] = new
+        if paged:
+            got = attention.prefill_paged(q, k, v, table[None], cu, np.array([T], np.int32))
+        else:
+            got = attention.prefill(q, k, v, cu)
+        want = ref.prefill(*(x.astype(np.float64) for x in (q, *fresh)), cu)
+        res = testing.compare(got, want, (2e-5, 2e-5) if dtype == "float32" else FLASH_TOL[dtype], "out")
+        assert res.ok, f"{dtype}: {res.message}"
+
+
 @pytest.mark.cuda
 @needs_cuda
 @pytest.mark.parametrize("ci", range(len(FLASH_CASES)))

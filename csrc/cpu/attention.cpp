@@ -12,6 +12,7 @@
 // tile, and merges the partial states.
 #include "cpu/attention.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -80,11 +81,35 @@ inline vf bcast(const float* p) {
 #endif
 }
 
+// A prefill task's keys and values packed to f32 rows ([len][dim], K only where the cache's
+// dtype is not f32), kept across the tasks of one (call, sequence, kv head) that a thread
+// runs: a head's query tiles read the same keys. packed[t]: rows of tile t (NK keys from a
+// multiple of NK) packed so far.
+struct HeadRows {
+  std::vector<float> k, v;
+  std::vector<uint8_t> packed;
+  uint64_t call = 0;
+  int64_t b = -1, h = -1;
+  bool on = false;
+  static constexpr int64_t kMaxBytes = int64_t(8) << 20;  // longer sequences pack tile by tile
+  void bind(uint64_t c, int64_t seq, int64_t head, int64_t len, int64_t dim, bool keys) {
+    if (c == call && seq == b && head == h) return;
+    call = c, b = seq, h = head;
+    const int64_t floats = len * dim;
+    on = floats * int64_t(sizeof(float)) * (keys ? 2 : 1) <= kMaxBytes;
+    if (!on) return;
+    if (int64_t(v.size()) < floats) v.resize(floats);
+    if (keys && int64_t(k.size()) < floats) k.resize(floats);
+    packed.assign((len + NK - 1) / NK, 0);
+  }
+};
+
 // Per-thread buffers, reused across calls.
 struct Scratch {
   std::vector<float> q, o, k, v, s, qt;
   std::vector<float> m, l, lv;  // lv: decode's row sums, W lanes a row
   std::vector<int64_t> lo, hi;
+  HeadRows head;
   void size(int64_t rows, int64_t dim) {
     if (int64_t(lv.size()) < rows * W) lv.resize(rows * W);
     if (int64_t(q.size()) < rows * dim) q.resize(rows * dim), o.resize(rows * dim);
@@ -124,11 +149,16 @@ inline void scores_rows(const float* Q, const typename L::T* const* K, float* S,
 // O[r, d0 : d0 + NV W] += sum_j P[r, j] V[j, d0 : ...] for R rows; P's rows PS floats apart
 // (the prefill tile's NK, the decode tile's NT) and its keys PJ (1, or the rows of a
 // transposed tile).
+// alpha: each row's rescale factor of O first (the online softmax's), or null.
 template <class L, int R, int NV, int PS = NK, int PJ = 1>
-inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int64_t dim, int64_t d0, int n) {
+inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int64_t dim, int64_t d0, int n,
+                    const float* alpha) {
   vf acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int x = 0; x < NV; ++x) acc[r][x] = load<F32>(O + r * dim + d0 + x * W);
+  if (alpha)
+    for (int r = 0; r < R; ++r)
+      for (int x = 0; x < NV; ++x) acc[r][x] *= alpha[r];
   for (int j = 0; j < n; ++j) {
     vf vv[NV];
     for (int x = 0; x < NV; ++x) vv[x] = load<L>(V[j] + d0 + x * W);
@@ -144,11 +174,12 @@ inline void pv_rows(const float* P, const typename L::T* const* V, float* O, int
 // O's columns kPvCols vectors at a time (R x kPvCols accumulators), then 2, then 1.
 constexpr int kPvCols = W == 16 ? 4 : 2;
 template <class L, int R, int PS = NK, int PJ = 1>
-inline void pv_block(const float* P, const typename L::T* const* V, float* O, int64_t dim, int n) {
+inline void pv_block(const float* P, const typename L::T* const* V, float* O, int64_t dim, int n,
+                     const float* alpha = nullptr) {
   int64_t d = 0;
-  for (; d + kPvCols * W <= dim; d += kPvCols * W) pv_rows<L, R, kPvCols, PS, PJ>(P, V, O, dim, d, n);
-  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<L, R, 2, PS, PJ>(P, V, O, dim, d, n);
-  if (d < dim) pv_rows<L, R, 1, PS, PJ>(P, V, O, dim, d, n);
+  for (; d + kPvCols * W <= dim; d += kPvCols * W) pv_rows<L, R, kPvCols, PS, PJ>(P, V, O, dim, d, n, alpha);
+  for (; d + 2 * W <= dim; d += 2 * W) pv_rows<L, R, 2, PS, PJ>(P, V, O, dim, d, n, alpha);
+  if (d < dim) pv_rows<L, R, 1, PS, PJ>(P, V, O, dim, d, n, alpha);
 }
 
 template <class F> inline void by_row_blocks(int M, F f) {
@@ -325,6 +356,10 @@ void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_
   const T* vr[NK];
   const float* vt[NK];
   const float* kt[NK];
+  float* const kpack = sc.k.data();
+  float* const vpack = sc.v.data();
+  constexpr bool kF32 = std::is_same<D, F32>::value;
+  const bool cached = sc.head.on && k0 % NK == 0;  // tiles on multiples of NK
   for (int64_t j0 = k0; j0 < k1; j0 += NK) {
     const int n = int(std::min<int64_t>(NK, k1 - j0));
     const int32_t jr = int32_t(j0 - k0);
@@ -333,21 +368,30 @@ void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_
     if (!any_row) continue;
     src.rows(j0, n, kr, vr);
     // f32 keys are read in place (a score block reads 8 rows, fewer than L1's ways); values and
-    // other dtypes' keys packed to f32 rows
+    // other dtypes' keys packed to f32 rows: into the head's rows once (HeadRows), or this tile's
+    int from = 0;
+    float* kd = kpack;
+    float* vd = vpack;
+    if (cached) {
+      uint8_t& done = sc.head.packed[j0 / NK];
+      from = done;
+      done = uint8_t(std::max(int(done), n));
+      kd = kF32 ? nullptr : sc.head.k.data() + j0 * dim;
+      vd = sc.head.v.data() + j0 * dim;
+    }
     for (int j = 0; j < NK; ++j) {
-      float* kd = sc.k.data() + j * dim;
-      float* vd = sc.v.data() + j * dim;
       if (j >= n) {
         kt[j] = kZeroRow;
         continue;
       }
-      if constexpr (std::is_same<D, F32>::value) kt[j] = kr[j];
-      else kt[j] = kd;
+      if constexpr (kF32) kt[j] = kr[j];
+      else kt[j] = kd + j * dim;
+      vt[j] = vd + j * dim;
+      if (j < from) continue;
       for (int64_t d = 0; d < dim; d += W) {
-        if constexpr (!std::is_same<D, F32>::value) store<F32>(kd + d, load<D>(kr[j] + d));
-        store<F32>(vd + d, load<D>(vr[j] + d));
+        if constexpr (!kF32) store<F32>(kd + j * dim + d, load<D>(kr[j] + d));
+        store<F32>(vd + j * dim + d, load<D>(vr[j] + d));
       }
-      vt[j] = vd;
     }
     // S[j][r] = sum_d K[j][d] Qt[d][r], RB row vectors at a time
     int v0 = 0;
@@ -384,12 +428,10 @@ void attend_tiles_t(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_
       store<F32>(m + v * W, m_new);
       store<F32>(l + v * W, load<F32>(l + v * W) * load<F32>(alpha + v * W) + sum);
     }
-    for (int r = 0; r < M; ++r)
-      if (alpha[r] != 1.f) {
-        float* o = O + r * dim;
-        for (int64_t d = 0; d < dim; d += W) store<F32>(o + d, load<F32>(o + d) * alpha[r]);
-      }
-    by_row_blocks(M, [&](int r, auto R) { pv_block<F32, decltype(R)::value, 1, MP>(S + r, vt, O + r * dim, dim, n); });
+    // O's rescale by alpha rides on P V's loads of O
+    by_row_blocks(M, [&](int r, auto R) {
+      pv_block<F32, decltype(R)::value, 1, MP>(S + r, vt, O + r * dim, dim, n, alpha + r);
+    });
   }
   for (int r = 0; r < M; ++r) sc.m[row0 + r] = m[r], sc.l[row0 + r] = l[r];
 }
@@ -407,8 +449,18 @@ void attend(int M, int row0, int64_t dim, int64_t k0, int64_t k1, int64_t kend, 
 }
 
 // Resets the state of rows [row0, row0 + M) and loads their queries (times scale; qptr(r) for r < M).
+// Rows kRowsAhead ahead are prefetched: a task's rows lie in runs of a few heads, a page or more apart.
+constexpr int kRowsAhead = 8;
+inline void prefetch_row(const void* p, int64_t bytes, bool write = false) {
+  for (int64_t b = 0; b < bytes; b += 64) {
+    if (write) __builtin_prefetch(static_cast<const char*>(p) + b, 1);
+    else __builtin_prefetch(static_cast<const char*>(p) + b);
+  }
+}
+
 template <class D, class QP> void load_rows(int M, int row0, int64_t dim, float scale, const QP& qptr, Scratch& sc) {
   for (int r = row0; r < row0 + M; ++r) {
+    if (r - row0 + kRowsAhead < M) prefetch_row(qptr(r - row0 + kRowsAhead), dim * int64_t(sizeof(typename D::T)));
     const typename D::T* q = qptr(r - row0);
     for (int64_t d = 0; d < dim; d += W) store<F32>(sc.q.data() + r * dim + d, load<D>(q + d) * scale);
     std::memset(sc.o.data() + r * dim, 0, sizeof(float) * dim);
@@ -560,6 +612,9 @@ template <class D> void decode_typed(const DecodeArgs& a) {
 }
 
 // ---------------------------------------------------------------- prefill
+// Numbers the prefill calls of every dtype: tls's HeadRows are shared by all of them.
+std::atomic<uint64_t> prefill_calls{0};
+
 template <class D> void prefill_typed(const PrefillArgs& a) {
   using T = typename D::T;
   const int64_t G = a.q_heads / a.kv_heads, dim = a.dim;
@@ -573,6 +628,7 @@ template <class D> void prefill_typed(const PrefillArgs& a) {
   if (a.causal) {
     std::stable_sort(tiles.begin(), tiles.end(), [&](int64_t x, int64_t y) { return (x & 0xffffffff) > (y & 0xffffffff); });
   }
+  const uint64_t call = ++prefill_calls;  // HeadRows packed in an earlier call are stale
   parallel_for(int64_t(tiles.size()) * a.kv_heads, [&](int64_t task, int) {
     // kv head by kv head: a head's keys stay in the core's L2 while its query tiles run
     const int64_t nt = int64_t(tiles.size()), tile = tiles[task % nt], h = task / nt;
@@ -584,6 +640,7 @@ template <class D> void prefill_typed(const PrefillArgs& a) {
     const int64_t base = len - n;  // position of query 0
     Scratch& sc = tls;
     sc.size(M, dim);
+    sc.head.bind(call, b, h, len, dim, !std::is_same<D, F32>::value);
     const T* q = static_cast<const T*>(a.q);
     load_rows<D>(M, 0, dim, a.opt.scale, [&](int r) {
       return q + (start + t0 + r / G) * a.q_stride_t + (h * G + r % G) * a.q_stride_h;
@@ -604,9 +661,14 @@ template <class D> void prefill_typed(const PrefillArgs& a) {
       const T* v = static_cast<const T*>(a.v) + start * a.v_stride_t + h * a.v_stride_h;
       attend<D>(M, 0, dim, k0, k1, k1, a.opt.softcap, RaggedRows<T>{k, a.k_stride_t, v, a.v_stride_t}, sc);
     }
-    for (int r = 0; r < M; ++r) {
+    auto out_row = [&](int r) {
       const int64_t t = start + t0 + r / G, hq = h * G + r % G;
-      T* out = static_cast<T*>(a.o.out) + t * a.o.out_stride_t + hq * a.o.out_stride_h;
+      return static_cast<T*>(a.o.out) + t * a.o.out_stride_t + hq * a.o.out_stride_h;
+    };
+    for (int r = 0; r < M; ++r) {
+      if (r + kRowsAhead < M) prefetch_row(out_row(r + kRowsAhead), dim * int64_t(sizeof(T)), true);
+      const int64_t t = start + t0 + r / G, hq = h * G + r % G;
+      T* out = out_row(r);
       float* lse = a.o.lse ? a.o.lse + t * a.o.lse_stride_t + hq * a.o.lse_stride_h : nullptr;
       finish_row<D>(sc.m[r], sc.l[r], sc.o.data() + r * dim, sink_of(a.opt, hq), dim, out, lse);
     }
