@@ -353,8 +353,9 @@ struct Sketch {
 };
 
 // Adds every lane of e into hist by bin, lanes taken out of the registers in
-// an unrolled loop: through a stack copy, each 4-byte load of a lane waits for
-// the whole vector's store to retire (no forwarding), about 10 cycles a lane.
+// an unrolled loop: through a stack copy it ran slower, as if each 4-byte load
+// of a lane waited for the whole vector's store (no forwarding; inferred from
+// the profile and the speed-up, not measured by a counter).
 inline void scatter_all(float* hist, vf e) {
   const vi bv = ebin(e);
 #pragma GCC unroll 16
@@ -363,8 +364,8 @@ inline void scatter_all(float* hist, vf e) {
 
 // The kept e of a vector: with Filter, e >= min-p and x >= cut; without, every e.
 template <bool Filter> inline vf kept_e(vf v, const Mass& ms) {
-  const vf ex = vexp((v - ms.mm) * ms.it);
-  return Filter ? select((ex >= splat(ms.mp)) & (v >= splat(ms.cut)), ex, vf{}) : ex;
+  const vf ex = ms.e_of(v);
+  return Filter ? ms.kept(v, ex) : ex;
 }
 
 // The sketch of the row x[n] with block maxima bmax[ceil(n / kBlock)]. Each
@@ -374,7 +375,8 @@ template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t 
   std::fill(sk.sampled, sk.sampled + kEBins, 0.f);
   std::fill(sk.big, sk.big + kEBins, 0.f);
   const vf big = splat(big_e);
-  constexpr uint32_t kAll = W == 32 ? ~0u : (1u << W) - 1;
+  static_assert(W < 32, "a lane mask in a uint32_t");
+  constexpr uint32_t kAll = (1u << W) - 1;
   for (int64_t i = 0; i < n; i += W * kSampleEvery) {
     const vf k = kept_e<Filter>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
     scatter_all(sk.sampled, select(k >= big, vf{}, k));  // a big lane adds +0: no change
@@ -382,7 +384,7 @@ template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t 
   // Big elements: z = (x - m) / T >= log(big_e) (less a margin for the exp's rounding) picks
   // the blocks, by their max, and then the vectors whose e are tested. Their (bin, e) are
   // queued and added in index order a batch at a time: read back right after the vector's
-  // store, a lane waits for the store to retire.
+  // store, a lane seemed to wait for the store (as in scatter_all).
   const vf zb = splat(float(std::log(double(big_e)) - 1e-3)), mm = ms.mm, it = ms.it;
   constexpr size_t kBatch = 512;
   alignas(64) int32_t qb[kBatch + W];
