@@ -132,9 +132,11 @@ template <class K> int resident(K k) {
   return sms * per;
 }
 
-struct Buffers { uint8_t* data[kSets]; void* out[kSets]; float* scale; uint8_t* ref; };
+struct Buffers { uint8_t* data[kSets]; void* out[kSets]; float* scale; uint8_t* scales; uint8_t* ref; };
 
-template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, double copy_gbs_per_byte_fn(double)) {
+// detail: also the library's other grids and the wide / no-decode variants.
+template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, double copy_gbs_per_byte_fn(double),
+                              bool detail = true) {
   using T = __nv_bfloat16;
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   const int64_t stride = cols / B * BB, in_bytes = rows * stride, out_bytes = rows * cols * 2;
@@ -144,10 +146,23 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
     fill<<<1024, 256>>>(bf.data[s], in_bytes, 17u + s, B == 1 ? 256u : 0x3cu);  // fp8: every code
   }
   CK(cudaMalloc(&bf.scale, 4)); const float one = 0.5f; CK(cudaMemcpy(bf.scale, &one, 4, cudaMemcpyHostToDevice));
+  // split formats' scales (mx: a byte a 32, nvfp4: a byte a 16, affine: f32 scale and bias a 64), finite bytes
+  constexpr braze::quant::Group G = info(F).group;
+  const int64_t sc_stride = G == braze::quant::Group::mx ? cols / 32 : G == braze::quant::Group::nvfp4 ? cols / 16
+                          : G == braze::quant::Group::affine ? cols / 64 : 1;
+  const int64_t sc_bytes = rows * sc_stride * 4;
+  CK(cudaMalloc(&bf.scales, 2 * sc_bytes));
+  fill<<<1024, 256>>>(bf.scales, 2 * sc_bytes, 99u, 0x3cu);
+  const bool split = info(F).layout == braze::quant::Layout::split && G != braze::quant::Group::fp8 &&
+                     G != braze::quant::Group::int8;
   bf.ref = static_cast<uint8_t*>(malloc(out_bytes));
   auto params = [&](int s, int64_t tile) {
     DeqParams p{bf.data[s], stride, bf.scale, 1, braze::DType::f32, nullptr, 0, bf.scale,
                 braze::quant::kFp8GroupTensor, bf.out[s], cols, rows, cols, (cols + tile - 1) / tile, true};
+    if (split) {
+      p.scales = bf.scales; p.scales_stride = sc_stride;
+      p.biases = bf.scales + sc_bytes; p.biases_stride = sc_stride; p.group = 64;
+    }
     return p;
   };
   const double bytes = double(in_bytes + out_bytes);
@@ -164,12 +179,17 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
   {
     auto k = dequantize_kernel<F, T>;
     const int g = resident(k);
-    const int64_t total = rows * ((cols + kDeqTile - 1) / kDeqTile);
-    report("library (4 waves)", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(4 * g, total)), kDeqThreads>>>(params(s, kDeqTile)); }));
+    const int64_t total = rows * ((cols + kDeqSpan - 1) / kDeqSpan);
+    report("library (4 waves)", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(4 * g, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
     CK(cudaMemcpy(bf.ref, bf.out[0], out_bytes, cudaMemcpyDeviceToHost));
-    report("library, 1 wave", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(g, total)), kDeqThreads>>>(params(s, kDeqTile)); }));
+    if (!detail) {
+      for (int s = 0; s < kSets; ++s) { CK(cudaFree(bf.data[s])); CK(cudaFree(bf.out[s])); }
+      CK(cudaFree(bf.scale)); CK(cudaFree(bf.scales)); free(bf.ref);
+      return;
+    }
+    report("library, 1 wave", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(g, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
     check("1 wave");
-    report("library, grid=tiles", time_it([&](int s) { k<<<unsigned(total), kDeqThreads>>>(params(s, kDeqTile)); }));
+    report("library, grid=tiles", time_it([&](int s) { k<<<unsigned(total), kDeqThreads>>>(params(s, kDeqSpan)); }));
     check("grid=tiles");
   }
   auto wide = [&](auto m_tag, auto mode_tag, std::vector<int> mults) {
@@ -186,10 +206,12 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
   };
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;
-  wide(I2{}, std::integral_constant<int, 0>{}, {0, 4});
-  wide(I1{}, I1{}, {0});
+  using I4 = std::integral_constant<int, 4>;
+  wide(I1{}, std::integral_constant<int, 0>{}, {0, 4});  // the form before kDeqSpan (one tile a barrier)
+  wide(I4{}, std::integral_constant<int, 0>{}, {0, 4});
+  wide(I2{}, I1{}, {0});
   for (int s = 0; s < kSets; ++s) { CK(cudaFree(bf.data[s])); CK(cudaFree(bf.out[s])); }
-  CK(cudaFree(bf.scale)); free(bf.ref);
+  CK(cudaFree(bf.scale)); CK(cudaFree(bf.scales)); free(bf.ref);
 }
 
 static double g_memcpy_gbs = 0;
@@ -216,5 +238,12 @@ int main() {
   run<QFormat::q6_K>("q6_K", 4096, 14336, memcpy_us);
   run<QFormat::q4_0>("q4_0", 4096, 14336, memcpy_us);
   run<QFormat::q8_0>("q8_0", 4096, 4096, memcpy_us);
+  // every other format, the library kernel only
+#define BRAZE_ROW(name, block, bytes, layout, group) \
+  if (QFormat::name != QFormat::q8_0 && QFormat::name != QFormat::q4_K && QFormat::name != QFormat::fp8_e4m3 && \
+      QFormat::name != QFormat::q6_K && QFormat::name != QFormat::q4_0) \
+    run<QFormat::name>(#name, 4096, 14336, memcpy_us, false);
+  BRAZE_QUANT_FORMATS(BRAZE_ROW)
+#undef BRAZE_ROW
   return 0;
 }

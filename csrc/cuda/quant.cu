@@ -43,7 +43,7 @@ template <class K> unsigned grid_for(K kernel, int64_t work, int threads, int de
 // ------------------------------------------------------------------ dequantize
 template <QFormat F, class T> void dequantize_launch(const DequantArgs& a, cudaStream_t s) {
   DeqParams p{a.data, a.data_stride, a.scales, a.scales_stride, a.scales_dtype, a.biases, a.biases_stride,
-              a.tensor_scale, a.group, a.out, a.out_stride, a.rows, a.cols, ceil_div(a.cols, kDeqTile), false};
+              a.tensor_scale, a.group, a.out, a.out_stride, a.rows, a.cols, ceil_div(a.cols, kDeqSpan), false};
   p.vec_out = aligned(a.out, 16) && (a.rows == 1 || (a.out_stride * int64_t(sizeof(T))) % 16 == 0);
   auto k = dequantize_kernel<F, T>;
   // four waves: an H100 moved 1.05-1.2x the bytes a second than with one (scripts/cuda_dequant_bw.cu)
