@@ -474,16 +474,22 @@ __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n
   const float big_e = big_threshold(ws.bmax.data(), (n + kBlock - 1) / kBlock, all);
   // Without min-p (and with no cut yet) every e is kept: the passes skip the filter.
   const bool filter = all.mp > 0 || all.cut > -kInf;
+  // With T = 1 the passes skip the multiply by 1 / T (the same bits).
+  const bool unit = all.it[0] == 1.f;
   if (filter)
-    sketch_row<D, true>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
+    sketch_row<D, true, false>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
+  else if (unit)
+    sketch_row<D, false, true>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
   else
-    sketch_row<D, false>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
+    sketch_row<D, false, false>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
   int lo, hi;
   if (!sketch_window(ws.sketch, p, lo, hi)) return -2;
   List& L = ws.list;
   double mass = 0;
-  const int64_t listed = filter ? exp_window_pass<D, true>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next)
-                                : exp_window_pass<D, false>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next);
+  const int64_t listed =
+      filter ? exp_window_pass<D, true, false>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next)
+      : unit ? exp_window_pass<D, false, true>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next)
+             : exp_window_pass<D, false, false>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next);
   if (listed < 0) return -2;
   const double target = p * mass;
   const int64_t nb = (n + kSumBlock - 1) / kSumBlock;

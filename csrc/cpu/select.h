@@ -261,10 +261,39 @@ inline int64_t list_draw(const List& L, float cut, float u) {
 }
 
 // ---------------------------------------------------------------- row mass
+#if defined(__AVX512F__)
+// vexp(z) for z <= 0, -inf or NaN: vexp's operations less its upper clamp,
+// min(89, z), which is z for every such z (NaN: min returns its second
+// operand), so the same bits with one operation fewer.
+inline vf vexp_nonpos(vf x) {
+  __m512 v;
+  memcpy(&v, &x, sizeof v);
+  const __m512 magic = _mm512_set1_ps(12582912.f);
+  const __m512 xc = _mm512_max_ps(_mm512_set1_ps(-104.f), v);
+  const __m512 nm = _mm512_fmadd_ps(xc, _mm512_set1_ps(16 * 1.44269504088896341f), magic);
+  const __m512 k = _mm512_fmadd_ps(nm, _mm512_set1_ps(1.f / 16), _mm512_set1_ps(-12582912.f / 16));
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(1.f / 6), r, _mm512_set1_ps(0.5f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f));
+  const __m512 t = _mm512_permutexvar_ps(_mm512_castps_si512(nm), _mm512_load_ps(kExp2Sixteenths));
+  const __m512 res = _mm512_scalef_ps(_mm512_fmadd_ps(t, _mm512_mul_ps(q, r), t), k);
+  vf out;
+  memcpy(&out, &res, sizeof out);
+  return out;
+}
+#else
+inline vf vexp_nonpos(vf x) { return vexp(x); }
+#endif
+
 struct Mass {
   const float mp, cut;  // kept: e >= mp and x >= cut
   const vf mm, it;
-  vf e_of(vf v) const { return vexp((v - mm) * it); }
+  // x <= m (the row max; the sampler's rows hold no NaN) and 1 / T > 0 give z <= 0 (or
+  // NaN when 1 / T is inf): vexp_nonpos's bits are vexp's there.
+  vf e_of(vf v) const { return vexp_nonpos((v - mm) * it); }
+  // The same where 1 / T is 1: (v - m) * 1 is v - m, bit for bit.
+  template <bool Unit> vf e_of(vf v) const { return Unit ? vexp_nonpos(v - mm) : e_of(v); }
   vf kept(vf v, vf e) const { return select((e >= splat(mp)) & (v >= splat(cut)), e, vf{}); }
 };
 
@@ -363,14 +392,14 @@ inline void scatter_all(float* hist, vf e) {
 }
 
 // The kept e of a vector: with Filter, e >= min-p and x >= cut; without, every e.
-template <bool Filter> inline vf kept_e(vf v, const Mass& ms) {
-  const vf ex = ms.e_of(v);
+template <bool Filter, bool Unit = false> inline vf kept_e(vf v, const Mass& ms) {
+  const vf ex = ms.template e_of<Unit>(v);
   return Filter ? ms.kept(v, ex) : ex;
 }
 
 // The sketch of the row x[n] with block maxima bmax[ceil(n / kBlock)]. Each
 // histogram is added to in index order.
-template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t n, const Mass& ms, float big_e,
+template <class D, bool Filter, bool Unit> void sketch_row(const typename D::T* x, int64_t n, const Mass& ms, float big_e,
                                                 const float* bmax, Sketch& sk) {
   std::fill(sk.sampled, sk.sampled + kEBins, 0.f);
   std::fill(sk.big, sk.big + kEBins, 0.f);
@@ -378,7 +407,7 @@ template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t 
   static_assert(W < 32, "a lane mask in a uint32_t");
   constexpr uint32_t kAll = (1u << W) - 1;
   for (int64_t i = 0; i < n; i += W * kSampleEvery) {
-    const vf k = kept_e<Filter>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
+    const vf k = kept_e<Filter, Unit>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
     scatter_all(sk.sampled, select(k >= big, vf{}, k));  // a big lane adds +0: no change
   }
   // Big elements: z = (x - m) / T >= log(big_e) (less a margin for the exp's rounding) picks
@@ -403,7 +432,7 @@ template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t 
       for (int64_t i = b0; i < end; i += W) {
         const vf v = ld<D>(x, i, std::min<int64_t>(W, end - i), -kInf);
         if (!mask_bits((v - mm) * it >= zb)) continue;
-        const vf k = kept_e<Filter>(v, ms);
+        const vf k = kept_e<Filter, Unit>(v, ms);
         const uint32_t bigs = mask_bits(k >= big);
         if (!bigs) continue;
         const vi bins = ebin(k);
@@ -503,7 +532,7 @@ inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
 // vectors that hold some. Prefetches `next` (the next row, same length) for
 // the following row's first pass. Plain loops: an accumulator captured by a
 // lambda that also stores is kept in memory.
-template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, int64_t n, const Mass& ms, int lo,
+template <class D, bool Filter, bool Unit> int64_t exp_window_pass(const typename D::T* x, int64_t n, const Mass& ms, int lo,
                                                         int hi, double* bsum, double& total, List& L, size_t cap,
                                                         const typename D::T* next) {
   constexpr int kVecs = int(kSumBlock / W);
@@ -531,7 +560,7 @@ template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, 
       const __m512 va = _mm512_set1_ps(ta[0]), vb = _mm512_set1_ps(tb[0]);
       for (int q = 0; q < kVecs; ++q) {
         if (next && (q * W * sizeof(*x)) % 64 == 0) __builtin_prefetch(next + b0 + q * W);
-        const vf k = kept_e<Filter>(load<D>(x + b0 + q * W), mr);
+        const vf k = kept_e<Filter, Unit>(load<D>(x + b0 + q * W), mr);
         __m512 km;
         memcpy(&km, &k, sizeof km);
         _mm512_store_ps(kb + q * W, km);
@@ -548,7 +577,7 @@ template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, 
       for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
         const int64_t c = std::min<int64_t>(W, len - j);
         if (next && (j * sizeof(*x)) % 64 == 0) __builtin_prefetch(next + b0 + j);
-        const vf k = kept_e<Filter>(ld<D>(x + b0, j, c, -kInf), mr);
+        const vf k = kept_e<Filter, Unit>(ld<D>(x + b0, j, c, -kInf), mr);
         memcpy(kb + j, &k, sizeof k);
         all += k;
         const vi up = k > ta;
