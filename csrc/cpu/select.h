@@ -534,14 +534,12 @@ inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
 // lambda that also stores is kept in memory.
 template <class D, bool Filter, bool Unit> int64_t exp_window_pass(const typename D::T* x, int64_t n, const Mass& ms, int lo,
                                                         int hi, double* bsum, double& total, List& L, size_t cap,
-                                                        const typename D::T* next) {
+                                                        const typename D::T* next, uint16_t* vmask,
+                                                        int32_t* bstart) {
   constexpr int kVecs = int(kSumBlock / W);
-  if (L.idx.size() < cap + W) {
-    L.idx.resize(cap + W);
-    L.e.resize(cap + W);
-  }
+  static_assert(W <= 16, "a vector's lane mask in a uint16_t");
+  if (L.e.size() < cap + W) L.e.resize(cap + W);
   L.val.clear();
-  int32_t* li = L.idx.data();
   float* le = L.e.data();
   size_t count = 0;
   total = 0;
@@ -550,6 +548,7 @@ template <class D, bool Filter, bool Unit> int64_t exp_window_pass(const typenam
   const Mass mr{ms.mp, ms.cut, ms.mm, ms.it};  // in registers: the list's stores could alias ms
   for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
     const int64_t len = std::min(kSumBlock, n - b0);
+    bstart[b] = int32_t(count);
     vf all{}, above{};
     uint32_t bits[kVecs];
     uint32_t any = 0;
@@ -600,22 +599,16 @@ template <class D, bool Filter, bool Unit> int64_t exp_window_pass(const typenam
       got += size_t(__builtin_popcount(bits[q]));
     }
     if (count + got > cap) return -1;
+    for (int64_t q = 0; q < vecs; ++q) vmask[b * kVecs + q] = uint16_t(bits[q]);
     const auto put = [&](int64_t q) {
       const uint32_t m = bits[q];
       const int64_t j = q * W;
 #if defined(__AVX512F__)
-      // The register form of compress (the memory form is slow on some cores); the lists have W spare slots.
-      const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(int32_t(b0 + j)),
-                                          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-      _mm512_storeu_si512(li + count, _mm512_maskz_compress_epi32(__mmask16(m), at));
+      // The register form of compress (the memory form is slow on some cores); the list has W spare slots.
       _mm512_storeu_ps(le + count, _mm512_maskz_compress_ps(__mmask16(m), _mm512_load_ps(kb + j)));
 #else
       size_t o = count;
-      for (uint32_t r = m; r; r &= r - 1) {
-        const int64_t l = j + __builtin_ctz(r);
-        li[o] = int32_t(b0 + l);
-        le[o++] = kb[l];
-      }
+      for (uint32_t r = m; r; r &= r - 1) le[o++] = kb[j + __builtin_ctz(r)];
 #endif
       count += size_t(__builtin_popcount(m));
     };
@@ -625,6 +618,7 @@ template <class D, bool Filter, bool Unit> int64_t exp_window_pass(const typenam
       for (int64_t q = 0; q < vecs; ++q) put(q);
     }
   }
+  bstart[(n + kSumBlock - 1) / kSumBlock] = int32_t(count);
   return int64_t(count);
 }
 
