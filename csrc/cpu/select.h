@@ -406,9 +406,25 @@ template <class D, bool Filter, bool Unit> void sketch_row(const typename D::T* 
   const vf big = splat(big_e);
   static_assert(W < 32, "a lane mask in a uint32_t");
   constexpr uint32_t kAll = (1u << W) - 1;
-  for (int64_t i = 0; i < n; i += W * kSampleEvery) {
-    const vf k = kept_e<Filter, Unit>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
-    scatter_all(sk.sampled, select(k >= big, vf{}, k));  // a big lane adds +0: no change
+  // The sampled vectors' (bin, e) are stored a batch of kSampleBatch vectors at a time and then
+  // added lane by lane in the same order: read well after their stores, the lanes are not held
+  // back by store forwarding, and no lane is taken out of a register by a shuffle.
+  {
+    constexpr int64_t kSampleBatch = 32;
+    alignas(64) int32_t sb[kSampleBatch * W];
+    alignas(64) float se[kSampleBatch * W];
+    const int64_t step = W * kSampleEvery;
+    for (int64_t i0 = 0; i0 < n; i0 += step * kSampleBatch) {
+      int64_t got = 0;
+      for (int64_t i = i0; i < n && i < i0 + step * kSampleBatch; i += step, got += W) {
+        const vf k = kept_e<Filter, Unit>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
+        const vf kk = select(k >= big, vf{}, k);  // a big lane adds +0: no change
+        const vi bv = ebin(kk);
+        memcpy(sb + got, &bv, sizeof bv);
+        memcpy(se + got, &kk, sizeof kk);
+      }
+      for (int64_t j = 0; j < got; ++j) sk.sampled[sb[j]] += se[j];
+    }
   }
   // Big elements: z = (x - m) / T >= log(big_e) (less a margin for the exp's rounding) picks
   // the blocks, by their max, and then the vectors whose e are tested. Their (bin, e) are
