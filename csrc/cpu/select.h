@@ -381,16 +381,6 @@ struct Sketch {
   float sampled[kEBins], big[kEBins];  // sampled: every kSampleEvery-th vector, elements below big_e
 };
 
-// Adds every lane of e into hist by bin, lanes taken out of the registers in
-// an unrolled loop: through a stack copy it ran slower, as if each 4-byte load
-// of a lane waited for the whole vector's store (no forwarding; inferred from
-// the profile and the speed-up, not measured by a counter).
-inline void scatter_all(float* hist, vf e) {
-  const vi bv = ebin(e);
-#pragma GCC unroll 16
-  for (int l = 0; l < W; ++l) hist[bv[l]] += e[l];
-}
-
 // The kept e of a vector: with Filter, e >= min-p and x >= cut; without, every e.
 template <bool Filter, bool Unit = false> inline vf kept_e(vf v, const Mass& ms) {
   const vf ex = ms.template e_of<Unit>(v);
@@ -427,24 +417,62 @@ template <class D, bool Filter, bool Unit> void sketch_row(const typename D::T* 
     }
   }
   // Big elements: z = (x - m) / T >= log(big_e) (less a margin for the exp's rounding) picks
-  // the blocks, by their max, and then the vectors whose e are tested. Their (bin, e) are
+  // the blocks, by their max, and then the elements whose e are tested. Their (bin, e) are
   // queued and added in index order a batch at a time: read back right after the vector's
-  // store, a lane seemed to wait for the store (as in scatter_all).
+  // store, a lane seemed to wait for the store (as the sampled vectors above did).
   const vf zb = splat(float(std::log(double(big_e)) - 1e-3)), mm = ms.mm, it = ms.it;
   constexpr size_t kBatch = 512;
-  alignas(64) int32_t qb[kBatch + W];
-  alignas(64) float qe[kBatch + W];
+  alignas(64) int32_t qb[kBatch + kBlock + W];
+  alignas(64) float qe[kBatch + kBlock + W];
   size_t queued = 0;
   const auto drain = [&] {
     for (size_t i = 0; i < queued; ++i) sk.big[qb[i]] += qe[i];
     queued = 0;
   };
   const int64_t nb = (n + kBlock - 1) / kBlock;
+#if defined(__AVX512F__)
+  // The candidates (values with z >= zb) of the chosen blocks are compressed into cv without a
+  // branch a vector (one mispredicted at random there), then their e computed a vector at a time
+  // and the big ones added, all in index order as before.
+  alignas(64) float cv[kBatch + kBlock + W];
+  size_t nc = 0;
+  const auto flush = [&] {
+    for (size_t q = 0; q < nc; q += W) {
+      const vf k = kept_e<Filter, Unit>(ld<F32>(cv, int64_t(q), std::min<int64_t>(W, int64_t(nc - q)), -kInf), ms);
+      const vi bins = ebin(k);
+      memcpy(qb + q, &bins, sizeof bins);
+      memcpy(qe + q, &k, sizeof k);
+    }
+    const float be = big_e;
+    for (size_t q = 0; q < nc; ++q)
+      if (qe[q] >= be) sk.big[qb[q]] += qe[q];
+    nc = 0;
+  };
+  __m512 zbz, mmz, itz;
+  memcpy(&zbz, &zb, sizeof zbz);
+  memcpy(&mmz, &mm, sizeof mmz);
+  memcpy(&itz, &it, sizeof itz);
+#endif
   for (int64_t j0 = 0; j0 < nb; j0 += W) {
     const int64_t c = std::min<int64_t>(W, nb - j0);
     uint32_t blocks = mask_bits((ld<F32>(bmax, j0, c, -kInf) - mm) * it >= zb) & (c == W ? kAll : (1u << c) - 1);
     for (; blocks; blocks &= blocks - 1) {
       const int64_t b0 = (j0 + __builtin_ctz(blocks)) * kBlock, end = std::min(b0 + kBlock, n);
+#if defined(__AVX512F__)
+      if (end - b0 == kBlock) {
+        for (int64_t i = b0; i < end; i += W) {
+          const vf vv = load<D>(x + i);
+          __m512 v;
+          memcpy(&v, &vv, sizeof v);
+          const __mmask16 zm = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_sub_ps(v, mmz), itz), zbz, _CMP_GE_OQ);
+          _mm512_storeu_ps(cv + nc, _mm512_maskz_compress_ps(zm, v));
+          nc += size_t(__builtin_popcount(zm));
+        }
+        if (nc >= kBatch) flush();
+        continue;
+      }
+      flush();  // the partial block below goes through the queue: keep index order
+#endif
       for (int64_t i = b0; i < end; i += W) {
         const vf v = ld<D>(x, i, std::min<int64_t>(W, end - i), -kInf);
         if (!mask_bits((v - mm) * it >= zb)) continue;
@@ -452,25 +480,18 @@ template <class D, bool Filter, bool Unit> void sketch_row(const typename D::T* 
         const uint32_t bigs = mask_bits(k >= big);
         if (!bigs) continue;
         const vi bins = ebin(k);
-#if defined(__AVX512F__)
-        __m512i bz;
-        __m512 kz;
-        memcpy(&bz, &bins, sizeof bz);
-        memcpy(&kz, &k, sizeof kz);
-        _mm512_storeu_si512(qb + queued, _mm512_maskz_compress_epi32(__mmask16(bigs), bz));
-        _mm512_storeu_ps(qe + queued, _mm512_maskz_compress_ps(__mmask16(bigs), kz));
-        queued += size_t(__builtin_popcount(bigs));
-#else
         for (uint32_t r = bigs; r; r &= r - 1) {
           const int l = __builtin_ctz(r);
           qb[queued] = bins[l];
           qe[queued++] = k[l];
         }
-#endif
         if (queued >= kBatch) drain();
       }
     }
   }
+#if defined(__AVX512F__)
+  flush();
+#endif
   drain();
 }
 
