@@ -261,30 +261,6 @@ inline int64_t list_draw(const List& L, float cut, float u) {
 }
 
 // ---------------------------------------------------------------- row mass
-#if defined(__AVX512F__)
-// vexp(z) for z <= 0, -inf or NaN: vexp's operations less its upper clamp,
-// min(89, z), which is z for every such z (NaN: min returns its second
-// operand), so the same bits with one operation fewer.
-inline vf vexp_nonpos(vf x) {
-  __m512 v;
-  memcpy(&v, &x, sizeof v);
-  const __m512 magic = _mm512_set1_ps(12582912.f);
-  const __m512 xc = _mm512_max_ps(_mm512_set1_ps(-104.f), v);
-  const __m512 nm = _mm512_fmadd_ps(xc, _mm512_set1_ps(16 * 1.44269504088896341f), magic);
-  const __m512 k = _mm512_fmadd_ps(nm, _mm512_set1_ps(1.f / 16), _mm512_set1_ps(-12582912.f / 16));
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(1.f / 6), r, _mm512_set1_ps(0.5f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f));
-  const __m512 t = _mm512_permutexvar_ps(_mm512_castps_si512(nm), _mm512_load_ps(kExp2Sixteenths));
-  const __m512 res = _mm512_scalef_ps(_mm512_fmadd_ps(t, _mm512_mul_ps(q, r), t), k);
-  vf out;
-  memcpy(&out, &res, sizeof out);
-  return out;
-}
-#else
-inline vf vexp_nonpos(vf x) { return vexp(x); }
-#endif
 
 struct Mass {
   const float mp, cut;  // kept: e >= mp and x >= cut
