@@ -319,3 +319,25 @@ def test_float_x_unchanged():
     y = bq.matmul(x, qw)
     assert y.dtype == np.float32
     assert bq.matmul(x, qw, out_dtype="float32").tobytes() == y.tobytes()
+
+
+def test_torch_tensors_and_compile():
+    """torch in, torch out (leading axes, bias), and torch.compile(fullgraph) traces the W8A8 op."""
+    torch = pytest.importorskip("torch")
+    import braze.integrations.torch  # noqa: F401  (the ops torch.compile traces; docs/torch.md)
+    rng = np.random.default_rng(17)
+    w = torch.from_numpy(rng.standard_normal((24, 64)).astype(np.float32))
+    x = torch.from_numpy(rng.standard_normal((6, 64)).astype(np.float32))
+    for xfmt, wfmt in (("int8", "int8"), ("fp8_e4m3", "fp8_e5m2")):
+        qw = bq.quantize(w, wfmt)
+        xq, sx = bq.quantize_activations(x, xfmt)
+        assert isinstance(xq, torch.Tensor)
+        bias = torch.ones(24, dtype=torch.bfloat16)
+        got = bq.matmul(xq.view(2, 3, 64), qw, x_scale=sx.view(2, 3), bias=bias)
+        assert isinstance(got, torch.Tensor) and got.shape == (2, 3, 24) and got.dtype == torch.bfloat16
+        qn = bq.QuantizedTensor(wfmt, (24, 64), qw.data.numpy(), qw.scales.numpy())
+        want = reference(xq.numpy(), sx.numpy(), qn, np.ones(24), "float32").astype(np.float64)
+        close(got.float().numpy().reshape(6, 24), want, "bfloat16", fp8_bound(xq.numpy(), sx.numpy(), qn)
+              if wfmt != "int8" else 2.0 ** -23 * np.abs(want))
+        compiled = torch.compile(lambda a, s: bq.matmul(a, qw, x_scale=s, bias=bias), fullgraph=True)
+        assert torch.equal(compiled(xq.view(2, 3, 64), sx.view(2, 3)), got)
