@@ -341,3 +341,41 @@ def test_torch_tensors_and_compile():
               if wfmt != "int8" else 2.0 ** -23 * np.abs(want))
         compiled = torch.compile(lambda a, s: bq.matmul(a, qw, x_scale=s, bias=bias), fullgraph=True)
         assert torch.equal(compiled(xq.view(2, 3, 64), sx.view(2, 3)), got)
+
+
+def test_reference_fallback_numpy_and_torch():
+    """Where a backend has no kernel the reference composition runs in the caller's framework:
+    the same values as the kernel (int8: to the rounding of the one f32 step), out= filled."""
+    torch = pytest.importorskip("torch")
+    from braze import testing
+
+    rng = np.random.default_rng(18)
+    for xfmt, wfmt in (("int8", "int8"), ("fp8_e4m3", "fp8_e4m3")):
+        qw = weight(wfmt, "row", 9, 48, rng)
+        xq, sx = activations(xfmt, 4, 48, rng)
+        kern = bq.matmul(xq, qw, x_scale=sx, out_dtype="float32")
+        tq = bq.QuantizedTensor(wfmt, (9, 48), torch.from_numpy(qw.data), torch.from_numpy(qw.scales))
+        with testing.force_reference():
+            ref_np = bq.matmul(xq, qw, x_scale=sx, out_dtype="float32")
+            out = torch.full((4, 9), float("nan"))
+            ref_t = bq.matmul(torch.from_numpy(xq), tq, x_scale=torch.from_numpy(sx), out=out)
+        assert ref_np.dtype == np.float32 and ref_t is out
+        close(ref_np, kern.astype(np.float64), "float32", 2.0 ** -22 * np.abs(kern))
+        assert np.array_equal(ref_t.numpy(), ref_np)
+
+
+def test_cuda_fp8_gemm_bound_is_small_and_shaped():
+    """The registry's extra CUDA tolerance (fp8 mma, m > 16) is [M, N], zero elsewhere, and far
+    below what a wrong product moves (a few 1e-4 of sum|x w|)."""
+    from braze import _spec, testing
+
+    spec = _spec.get("matmul_w8a8_fp8_e5m2")
+    for m, want_none in ((16, True), (17, False)):
+        args, kw = spec.make_inputs((m, 9, 64), "float32", np.random.default_rng(19), {}, False)
+        args64 = [testing.to_numpy64(a) for a in args]
+        b = spec.err_bound(args64, kw, "cuda", "float32")
+        assert (b is None) == want_none
+        assert spec.err_bound(args64, kw, "cpu", "float32") is None
+        if b is not None:
+            y = np.abs(np.asarray(spec.reference(*args64, **kw), np.float64))
+            assert b.shape == (m, 9) and np.all(b > 0) and np.all(b < 0.01 * (y + 1))
