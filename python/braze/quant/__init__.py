@@ -159,7 +159,7 @@ def matmul(x: "Array", qw: "QuantizedTensor | Array", *, x_scale: "Optional[Arra
     K <= 131072) or in float32 (fp8), scaled in float32, one rounding to ``out_dtype``
     (float32 / float16 / bfloat16; default bfloat16, or ``out``'s dtype). ``bias`` has the
     out dtype. docs/quant.md, "W8A8"."""
-    if x_scale is not None or _name_of_dtype(x, "x") in _w8a8.CODE_DTYPES:
+    if x_scale is not None or str(getattr(x, "dtype", "")).replace("torch.", "") in _w8a8.CODE_DTYPES:
         return _w8a8.matmul(x, qw, x_scale, bias, out, out_dtype)
     if out_dtype is not None and _w8a8._out_dtype(None, out_dtype) != _name_of_dtype(x, "x"):
         raise ValueError(f"out_dtype applies to quantized x (W8A8); float x gives its own dtype "

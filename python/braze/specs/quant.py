@@ -142,4 +142,3 @@ for _fmt in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
 
 from . import quant_mx  # noqa: E402,F401  the split formats and quantize_activations
 from . import quant_matmul  # noqa: E402,F401  matmul of every format
-from . import quant_w8a8  # noqa: E402,F401  matmul of quantized x (W8A8)
