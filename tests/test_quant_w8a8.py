@@ -22,7 +22,9 @@ import braze.quant as bq
 from braze._arrays import BF16
 from braze.reference import quant_w8a8 as ref
 from conftest import cpu_isa, on_backend
-from mtlsim.pytest_support import simulated
+from mtlsim.pytest_support import sanitized_rerun, simulated
+
+test_under_sanitizers = sanitized_rerun(__file__)  # MTLSIM_SANITIZE=1: the Metal cases under ASan / UBSan
 
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": BF16}
 DTYPES = list(NP)

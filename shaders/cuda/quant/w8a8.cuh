@@ -105,14 +105,33 @@ __global__ void __launch_bounds__(32 * kW8A8GemvWarps) w8a8_gemv_kernel(W8A8Para
   if constexpr (Vec) {
     for (int64_t k = int64_t(lane) * 16; k < p.k; k += 32 * 16) {
       const uint4 wv = __ldcs(reinterpret_cast<const uint4*>(wr + k));
+      if constexpr (Kind == kW8A8Int8) {
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        if (i >= rows) break;
-        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xr + i * p.x_stride + k));
-        w8a8_dot4<Kind>(xv.x, wv.x, acc[i]);
-        w8a8_dot4<Kind>(xv.y, wv.y, acc[i]);
-        w8a8_dot4<Kind>(xv.z, wv.z, acc[i]);
-        w8a8_dot4<Kind>(xv.w, wv.w, acc[i]);
+        for (int i = 0; i < MT; ++i) {
+          if (i >= rows) break;
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xr + i * p.x_stride + k));
+          w8a8_dot4<Kind>(xv.x, wv.x, acc[i]);
+          w8a8_dot4<Kind>(xv.y, wv.y, acc[i]);
+          w8a8_dot4<Kind>(xv.z, wv.z, acc[i]);
+          w8a8_dot4<Kind>(xv.w, wv.w, acc[i]);
+        }
+      } else {  // W's 16 codes decoded once, for every x row
+        const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w};
+        float2 wf[8];
+#pragma unroll
+        for (int h = 0; h < 8; ++h) wf[h] = w8a8_fp8x2<Kind == kW8A8E4M3E5M2>(ww[h / 2] >> (16 * (h % 2)));
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          if (i >= rows) break;
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xr + i * p.x_stride + k));
+          const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+          for (int h = 0; h < 8; ++h) {  // element order, as w8a8_dot4
+            const float2 xf = w8a8_fp8x2<false>(xw[h / 2] >> (16 * (h % 2)));
+            acc[i] = __fmaf_rn(xf.x, wf[h].x, acc[i]);
+            acc[i] = __fmaf_rn(xf.y, wf[h].y, acc[i]);
+          }
+        }
       }
     }
   } else {
