@@ -276,12 +276,12 @@ template <class D> void run_int8(const W8A8Args& a) {
   vnni = quant_vnni();
 #endif
   const int64_t step = vnni ? 64 : kI8Step, kv = k / step * step;
-  std::vector<int32_t> xsum(vnni ? size_t(a.m) : 0);  // 128 * sum_{k < kv} x: VNNI's correction
+  std::vector<uint32_t> xsum(vnni ? size_t(a.m) : 0);  // 128 * sum_{k < kv} x: VNNI's correction
   for (int64_t i = 0; vnni && i < a.m; ++i) {
     const int8_t* xr = reinterpret_cast<const int8_t*>(a.x + i * a.x_stride);
     int32_t s = 0;
     for (int64_t c = 0; c < kv; ++c) s += xr[c];
-    xsum[size_t(i)] = s * 128;
+    xsum[size_t(i)] = uint32_t(s) * 128u;  // wraps as the lanes do
   }
   const Tiling t = tiling(a);
   parallel_for(t.mt * t.nt, [&](int64_t task, int) {
@@ -296,7 +296,7 @@ template <class D> void run_int8(const W8A8Args& a) {
         for (int rr = 0; rr < r; ++rr)
           for (int cc = 0; cc < c; ++cc)  // unsigned: the wrapped difference is the exact sum
             tile[size_t((i + rr) * nb + j + cc)] =
-                int32_t(uint32_t(mk.acc[rr][cc]) - uint32_t(vnni ? xsum[size_t(i0 + i + rr)] : 0));
+                int32_t(uint32_t(mk.acc[rr][cc]) - (vnni ? xsum[size_t(i0 + i + rr)] : 0u));
       }
     epilogue<D>(a, i0, j0, mb, nb, tile.data(), nb);
   });
