@@ -36,155 +36,10 @@ constexpr int kSets = 3, kIters = 20, kReps = 7;
 // ------------------------------------------------------------------ variants
 namespace v {
 
-// Rows whose scale s has its exponent field in [67, 252) (2^-60 <= s < 2^125):
-// 1 / s is a normal float, and for every finite x with |x / s| >= 2^-20 the
-// residual below is exact, so div_fast's result depends on the significands of
-// x and s alone (and their exponent difference); main() checks it equals x / s
-// for all of those (bf16 and f16 x, every s). Where |x / s| < 2^-20 its result
-// keeps x's sign and stays below 2^-19, which every code (e4m3, e5m2, int8)
-// sends to a signed zero as it does x / s. Rows with inf / NaN / 0 or extreme
-// scales take the library's division.
-__device__ __forceinline__ bool scale_fast(float s) { return (__float_as_uint(s) >> 23) - 67u < 185u; }
-
-// x / s, given r = 1 / s rounded to nearest: q0 = x r, then one correction by
-// the exact residual q0 s - x. The residual's sign arrangement keeps -0 (x = -0
-// gives q0 = -0, e = +0, -e r + q0 = -0).
-__device__ __forceinline__ float div_fast(float x, float s, float r) {
-  const float q0 = __fmul_rn(x, r);
-  const float e = __fmaf_rn(q0, s, -x);
-  return __fmaf_rn(-e, r, q0);
-}
-
-// Two elements of a 32-bit word of T (2 bytes) as floats, exactly as in_f32.
-template <class T> __device__ __forceinline__ float2 unpack2(uint32_t w) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-  } else {
-    return make_float2(__half2float(__ushort_as_half(uint16_t(w))), __half2float(__ushort_as_half(uint16_t(w >> 16))));
-  }
-}
-
-// Running amax (abs_bits of in_f32) over a 16-byte vector of T. bf16: in its
-// own bits (x's f32 bits are its bits << 16, so the order is the same); f16:
-// through the floats, as the library has it (NaN payloads ordered alike).
-template <class T> struct Amax {
-  uint32_t lo = 0, hi = 0;
-  __device__ __forceinline__ void add(uint4 w) {
-    const uint32_t a[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        lo = max(lo, a[j] & 0x7fffu);
-        hi = max(hi, a[j] & 0x7fff0000u);
-      } else {
-        const float2 f = unpack2<T>(a[j]);
-        lo = max(lo, abs_bits(f.x));
-        hi = max(hi, abs_bits(f.y));
-      }
-    }
-  }
-  // The f32 abs bits of the max.
-  __device__ __forceinline__ uint32_t bits() const {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) return max(lo << 16, hi);
-    else return max(lo, hi);
-  }
-};
-
-// Codes of two finite values: the hardware conversion (no NaN fix-up), encode_elem before sm_89.
-template <Elem E> __device__ __forceinline__ uint32_t encode2_finite(float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, E == Elem::e4m3 ? __NV_E4M3 : __NV_E5M2);
-#else
-  return encode_elem<E>(a) | (encode_elem<E>(b) << 8);
-#endif
-}
-
-// int8_encode of a finite quotient: clamp to +-127, round half to even.
-__device__ __forceinline__ uint32_t int8_code(float q) {
-  const float c = fminf(fmaxf(q, -127.f), 127.f);
-  return uint32_t(__float2int_rn(c)) & 0xffu;
-}
-
-// 8 codes of a 16-byte vector of T, s in the fast range (r = 1 / s).
-template <RowCode C, class T> __device__ __forceinline__ uint2 encode8_fast(uint4 w, float s, float r) {
-  const uint32_t a[4] = {w.x, w.y, w.z, w.w};
-  uint32_t c[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = unpack2<T>(a[j]);
-    const float q0 = div_fast(f.x, s, r), q1 = div_fast(f.y, s, r);
-    if constexpr (C == RowCode::int8) c[j] = int8_code(q0) | (int8_code(q1) << 8);
-    else c[j] = encode2_finite<C == RowCode::e4m3 ? Elem::e4m3 : Elem::e5m2>(q0, q1);
-  }
-  return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
-}
-
-// Any s: the library's encode8 (div_x86, NaN rules).
-template <RowCode C, class T> __device__ __forceinline__ uint2 encode8_any(uint4 w, float s) {
-  const uint32_t a[4] = {w.x, w.y, w.z, w.w};
-  float f[8];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 t = unpack2<T>(a[j]);
-    f[2 * j] = t.x;
-    f[2 * j + 1] = t.y;
-  }
-  return encode8<C>(f, s);
-}
-
-// One row per CTA pass; thread t holds vectors t + i NT (i < H) of 8 elements
-// as raw bits (16 registers at H = 4). Pipe: the next row's vectors are loaded
-// before this row's reduce and encode (a persistent grid, 2H vectors held).
-// Needs T 2 bytes, cols % 8 == 0, x's rows 16-byte aligned, q's 8; vectors past
-// NT H are read again for the encode.
-template <RowCode C, class T, int NT, int H, bool Pipe, int MinB>
-__global__ void __launch_bounds__(NT, MinB) row_held_kernel(const RowParams p) {
-  static_assert(sizeof(T) == 2, "2-byte elements");
-  __shared__ uint32_t scratch[32];
-  const int nv = int(p.cols >> 3);
-  const int t = int(threadIdx.x);
-  uint4 cur[H], nxt[H];
-  auto load = [&](int64_t row, uint4(&b)[H]) {
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + row * p.x_stride);
-#pragma unroll
-    for (int i = 0; i < H; ++i) b[i] = t + i * NT < nv ? __ldg(src + t + i * NT) : make_uint4(0u, 0u, 0u, 0u);
-  };
-  int64_t r = blockIdx.x;
-  if (Pipe && r < p.rows) load(r, cur);
-  for (; r < p.rows; r += gridDim.x) {
-    if constexpr (Pipe) {
-      const int64_t rn = r + gridDim.x;
-      if (rn < p.rows) load(rn, nxt);
-    } else {
-      load(r, cur);
-    }
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + r * p.x_stride);
-    Amax<T> am;
-#pragma unroll
-    for (int i = 0; i < H; ++i) am.add(cur[i]);
-    for (int k = t + H * NT; k < nv; k += NT) am.add(__ldg(src + k));
-    const uint32_t m = block_max(am.bits(), scratch);
-    const float s = row_scale<C>(m);
-    if (t == 0) static_cast<float*>(p.sx)[r] = s;
-    uint2* dst = reinterpret_cast<uint2*>(p.q + r * p.q_stride);
-    if (scale_fast(s)) {
-      const float rc = __frcp_rn(s);
-#pragma unroll
-      for (int i = 0; i < H; ++i)
-        if (t + i * NT < nv) dst[t + i * NT] = encode8_fast<C, T>(cur[i], s, rc);
-      for (int k = t + H * NT; k < nv; k += NT) dst[k] = encode8_fast<C, T>(__ldg(src + k), s, rc);
-    } else {
-#pragma unroll
-      for (int i = 0; i < H; ++i)
-        if (t + i * NT < nv) dst[t + i * NT] = encode8_any<C, T>(cur[i], s);
-      for (int k = t + H * NT; k < nv; k += NT) dst[k] = encode8_any<C, T>(__ldg(src + k), s);
-    }
-    if constexpr (Pipe) {
-#pragma unroll
-      for (int i = 0; i < H; ++i) cur[i] = nxt[i];
-    }
-  }
-}
+// The variants are the library's row_held_kernel (act.cuh) at other shapes of
+// CTA; div_fast, scale_fast and the kernel live there.
+using braze::cuda::quant::div_fast;
+using braze::cuda::quant::row_held_kernel;
 
 // Exhaustive check of div_fast: s = 1.m (every m of 23 bits), x = +-1.n * 2^k
 // (every n of XB bits, k in [-22, 16]: |x / s| from 2^-23 to 2^17, beyond
@@ -217,15 +72,16 @@ __device__ __forceinline__ uint32_t hash(uint64_t i, uint32_t seed) {
 // row % 64 == 0 all zero, 1 a NaN, 2 +inf, 3 -inf, 4 tiny (~2^-125, a scale
 // outside the fast range), 5 huge (up to ~3e38), 6 multiples of 1/16 up to 448
 // (the scale is 1: quotients on the e4m3 grid and its midpoints); elsewhere
-// some -0, +0, subnormals and outliers.
-template <class T> __global__ void fill(T* x, int64_t rows, int64_t cols, uint32_t seed) {
+// some -0, +0, subnormals and outliers. !specials: the normal-ish values alone.
+template <class T> __global__ void fill(T* x, int64_t rows, int64_t cols, uint32_t seed, bool specials) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i - r * cols;
     const uint32_t h = hash(i, seed), h2 = hash(i, seed ^ 0x9e3779b9u);
     float u = (float(h & 0xffff) + float(h >> 16) + float(h2 & 0xffff) - 98302.5f) / 32768.f;  // ~N(0, 0.7)
     float v = ldexpf(u, int(r % 41) - 20);
-    const int kind = int(r % 64);
-    if (kind == 0) v = 0.f;
+    const int kind = specials ? int(r % 64) : 64;
+    if (!specials) {
+    } else if (kind == 0) v = 0.f;
     else if (kind == 1 && c == (h2 >> 20) % cols) v = __uint_as_float(0x7fc00000u | (h2 & 0x3f0000u));
     else if (kind == 2 && c == 7) v = __int_as_float(0x7f800000);
     else if (kind == 3 && c == cols - 1) v = -__int_as_float(0x7f800000);
@@ -277,10 +133,10 @@ template <RowCode C, class T> struct Case {
   std::vector<float> ref_s;
   double bytes;
 
-  Case(const char* n, int64_t r, int64_t c) : name(n), rows(r), cols(c) {
+  Case(const char* n, int64_t r, int64_t c, bool specials = true) : name(n), rows(r), cols(c) {
     for (int s = 0; s < kSets; ++s) {
       CK(cudaMalloc(&x[s], rows * cols * sizeof(T))); CK(cudaMalloc(&q[s], rows * cols)); CK(cudaMalloc(&sx[s], rows * 4));
-      fill<T><<<1024, 256>>>(x[s], rows, cols, 1234u + s);
+      fill<T><<<1024, 256>>>(x[s], rows, cols, 1234u + s, specials);
     }
     CK(cudaDeviceSynchronize());
     bytes = double(rows * cols * (sizeof(T) + 1) + rows * 4);
@@ -332,6 +188,24 @@ template <RowCode C, class T> struct Case {
     take_ref();
   }
 
+  // What csrc/cuda/quant.cu's row_quant launches for these rows (bf16 / f16, aligned, cols % 8 == 0).
+  template <int NT, int H, int MinB> void shipped_as() {
+    auto k = row_held_kernel<C, T, NT, H, true, MinB>;
+    const int g = int(std::min<int64_t>(rows, resident(k, NT)));
+    char what[64];
+    snprintf(what, sizeof what, "library row_held %dx%d (%d/SM)", NT, H, resident(k, NT) / 132);
+    clear();
+    k<<<g, NT>>>(params(0));
+    CK(cudaDeviceSynchronize());
+    report(what, time_it([&](int s) { k<<<g, NT>>>(params(s)); }));
+    check();
+  }
+  void shipped() {
+    if (cols <= 4096) shipped_as<256, 2, 6>();
+    else if (cols <= 8192) shipped_as<512, 2, 3>();
+    else shipped_as<512, 4, 2>();
+  }
+
   // A held variant: grid = min(rows, waves * resident).
   template <int NT, int H, bool Pipe, int MinB> void held(int waves = 1) {
     auto k = v::row_held_kernel<C, T, NT, H, Pipe, MinB>;
@@ -373,57 +247,65 @@ int main() {
   {
     Case<RowCode::e4m3, B> c("e4m3 bf16", 4096, 8192);
     c.library();
-    c.held<256, 4, false, 4>();
+    c.shipped();
     c.held<256, 4, false, 6>();
-    c.held<256, 4, false, 8>();
-    c.held<128, 8, false, 4>();
     c.held<256, 4, true, 4>();
-    c.held<256, 4, true, 3>();
-    c.held<512, 2, true, 3>();
+    c.held<512, 2, true, 4>();
     c.held<512, 2, false, 4>();
+    c.held<1024, 1, true, 2>();
+  }
+  {
+    Case<RowCode::e4m3, B> c("e4m3 bf16 clean", 4096, 8192, false);
+    c.library();
+    c.shipped();
     c.held<1024, 1, true, 2>();
   }
   {
     Case<RowCode::e4m3, B> c("e4m3 bf16", 16, 8192);
     c.library();
-    c.held<256, 4, false, 4>();
-    c.held<256, 4, true, 4>();
+    c.shipped();
     c.held<1024, 1, true, 2>();
   }
   {
     Case<RowCode::e4m3, B> c("e4m3 bf16", 4096, 4096);
     c.library();
-    c.held<256, 4, false, 4>();
-    c.held<256, 4, true, 4>();
-    c.held<128, 4, true, 8>();
+    c.shipped();
     c.held<128, 4, false, 8>();
-    c.held<256, 2, true, 6>();
+    c.held<512, 1, true, 4>();
+    c.held<512, 1, true, 3>();
+    c.held<256, 2, true, 4>();
   }
   {
     Case<RowCode::e4m3, B> c("e4m3 bf16", 4096, 14336);
     c.library();
-    c.held<256, 4, false, 4>();  // 8192 held, the rest read again
-    c.held<256, 4, true, 4>();
-    c.held<512, 4, true, 2>();
+    c.shipped();
     c.held<512, 4, false, 2>();
     c.held<1024, 2, true, 2>();
   }
   {
+    Case<RowCode::e4m3, B> c("e4m3 bf16", 1024, 28672);
+    c.library();
+    c.shipped();
+  }
+  {
     Case<RowCode::int8, B> c("int8 bf16", 4096, 8192);
     c.library();
-    c.held<256, 4, false, 4>();
-    c.held<256, 4, true, 4>();
+    c.shipped();
   }
   {
     Case<RowCode::e5m2, B> c("e5m2 bf16", 1024, 8192);
     c.library();
-    c.held<256, 4, true, 4>();
+    c.shipped();
   }
   {
     Case<RowCode::e4m3, __half> c("e4m3 f16", 4096, 8192);
     c.library();
-    c.held<256, 4, false, 4>();
-    c.held<256, 4, true, 4>();
+    c.shipped();
+  }
+  {
+    Case<RowCode::int8, __half> c("int8 f16", 1024, 4096);
+    c.library();
+    c.shipped();
   }
   return 0;
 }
