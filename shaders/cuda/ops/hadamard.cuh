@@ -335,4 +335,138 @@ __global__ void __launch_bounds__(kHadSplitThreads, 4) hadamard_split_kernel(Had
   }
 }
 
+// The split kernel fed by bulk copies (sm_90; BRAZE_CUDA_HAD_SPLIT=3, the default
+// for rows of 2048 and 4096 there): the same phases and butterfly order as
+// hadamard_split_kernel (bit-identical results), with
+//  - a grid of resident blocks walking the row groups, each keeping its next S
+//    groups in flight as bulk copies (cp.async.bulk, one a row, issued by
+//    thread 0 onto one mbarrier per stage) into a raw ring of S stages of
+//    R rows of P elements of T: no register holds a load in flight and no
+//    thread issues per-pack loads, so the 128-register cap (and its spills)
+//    of the 4-block bound is not needed (3 blocks of 128 a SM);
+//  - L1 scaling and narrowing its results to T and writing them as T over its
+//    row's f32 area (after a barrier), so L0 reads one 16-byte pack of T a
+//    store instead of V / 4 float4s.
+// Shared memory: 64 bytes of mbarriers, R rows of P + E floats, S * R * P of T.
+// Stage st is refilled by thread 0 after the first barrier of the group that
+// read it (every thread has its packs in registers by then).
+constexpr int kHadBulkStages = 2;
+
+__device__ __forceinline__ uint32_t had_smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+template <class T, int E, int LG, int S>
+__global__ void __launch_bounds__(kHadSplitThreads, 3) hadamard_split_bulk_kernel(HadamardParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int V = kVec16<T>, I = E / V;
+  constexpr int LV = V == 8 ? 3 : V == 4 ? 2 : 1;
+  constexpr int G = 1 << LG, LM = LV + LG;
+  static_assert(E % V == 0 && (1 << LV) == V && E >= G && LG >= LV && S >= 1 && S <= 8, "a thread holds whole packs");
+  extern __shared__ float4 sm4[];
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  constexpr int P = G * E;
+  constexpr uint32_t kRowBytes = P * sizeof(T);
+  const int t = threadIdx.x;
+  const int s = t & (G - 1), q = t >> LG;
+  uint64_t* bar = reinterpret_cast<uint64_t*>(sm4);
+  float* rows = reinterpret_cast<float*>(sm4) + 16;
+  float* row = rows + q * (P + E);
+  float* l0 = row + V * s;
+  constexpr int kL0Step = V * G + V;
+  const int l1_off = (s & (V - 1)) + (s >> LV) * ((1 << LM) + V);
+  float* l1 = row + l1_off;
+  constexpr int kCStep = (G / V) * ((1 << LM) + V);
+  T* raw = reinterpret_cast<T*>(rows + p.R * (P + E));
+  const auto issue = [&](int64_t grp, int st) {  // thread 0
+    if (grp >= p.groups) return;
+    const int64_t r0 = grp * p.R;
+    const int n = int(p.rows - r0 < p.R ? p.rows - r0 : p.R);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(had_smem_u32(bar + st)),
+                 "r"(uint32_t(n) * kRowBytes)
+                 : "memory");
+    for (int i = 0; i < n; ++i)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                       had_smem_u32(raw + (st * p.R + i) * P)),
+                   "l"(x + (r0 + i) * p.x_stride), "r"(kRowBytes), "r"(had_smem_u32(bar + st))
+                   : "memory");
+  };
+  if (t == 0) {
+#pragma unroll
+    for (int st = 0; st < S; ++st)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(had_smem_u32(bar + st)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (t == 0)
+#pragma unroll
+    for (int st = 0; st < S; ++st) issue(blockIdx.x + int64_t(st) * gridDim.x, st);
+
+  int it = 0;
+  for (int64_t grp = blockIdx.x; grp < p.groups; grp += gridDim.x, ++it) {
+    const int64_t r = grp * p.R + q;
+    const bool active = q < p.R && r < p.rows;
+    const int st = it % S;
+    float d[E];
+    {
+      asm volatile(
+          "{\n .reg .pred P1;\n"
+          "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+          " @P1 bra DONE;\n bra WAIT;\n"
+          "DONE:\n}\n" ::"r"(had_smem_u32(bar + st)),
+          "r"(uint32_t(it / S) & 1u)
+          : "memory");
+      Pack<T, V> k[I];
+      if (active) {
+        const T* src = raw + (st * p.R + q) * P + V * s;
+#pragma unroll
+        for (int i = 0; i < I; ++i) k[i] = *reinterpret_cast<const Pack<T, V>*>(src + V * G * i);
+      }
+#pragma unroll
+      for (int i = 0; i < I; ++i)
+#pragma unroll
+        for (int u = 0; u < V; ++u) d[i * V + u] = active ? to_f32(k[i].v[u]) : 0.f;
+    }
+    butterflies<E>(d);
+#pragma unroll
+    for (int i = 0; i < I; ++i)
+#pragma unroll
+      for (int u = 0; u < V; u += 4)
+        *reinterpret_cast<float4*>(l0 + i * kL0Step + u) =
+            make_float4(d[i * V + u], d[i * V + u + 1], d[i * V + u + 2], d[i * V + u + 3]);
+    __syncthreads();
+    if (t == 0) {  // every thread has read stage st: refill it (generic reads before the async proxy's writes)
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      issue(grp + int64_t(S) * gridDim.x, st);
+    }
+#pragma unroll
+    for (int k = 0; k < E; ++k) d[k] = l1[(k % G) * V + (k / G) * kCStep];
+#pragma unroll
+    for (int h = 1; h < G; h *= 2) {
+#pragma unroll
+      for (int k = 0; k < E; ++k)
+        if ((k & h) == 0) {
+          const float a = d[k], b = d[k + h];
+          d[k] = a + b;
+          d[k + h] = a - b;
+        }
+    }
+    T* n1 = reinterpret_cast<T*>(row) + l1_off;  // L1's padded layout, in T, over the row's f32 area
+    __syncthreads();                             // every thread has read its f32 L1 values
+#pragma unroll
+    for (int k = 0; k < E; ++k) n1[(k % G) * V + (k / G) * kCStep] = from_f32<T>(d[k] * p.scale);
+    __syncthreads();
+    if (active) {
+      const T* n0 = reinterpret_cast<const T*>(row) + V * s;
+      T* yr = y + r * p.y_stride;
+#pragma unroll
+      for (int i = 0; i < I; ++i)
+        store_pack<T, V>(yr, V * (s + G * i), V, *reinterpret_cast<const Pack<T, V>*>(n0 + i * kL0Step));
+    }
+    __syncthreads();  // the next row group reuses the rows' shared memory
+  }
+#else
+  __trap();  // the launcher takes this kernel on sm_90 and newer only
+#endif
+}
+
 }  // namespace braze::cuda::ops
