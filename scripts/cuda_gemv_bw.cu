@@ -1,0 +1,298 @@
+// What limits the CUDA GEMV (quant.matmul with 1-8 rows of x): the library's
+// kernel (shaders/cuda/quant/gemv.cuh) beside a pipelined variant, in one
+// process, against cudaMemcpy of the weight's bytes (no braze build needed).
+//   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I csrc -I shaders \
+//     scripts/cuda_gemv_bw.cu -o /tmp/gemvbw && /tmp/gemvbw
+// (no -fmad=false: the matmul units keep fused multiply-adds, as CMake builds them.)
+// Each row: median of 7 timings of 20 launches rotating over 3 weight sets
+// (each larger than the L2); bytes = the packed weight read once (x and out
+// are noise); % against the bytes a second cudaMemcpyAsync moves (read +
+// written), the rate braze bench's copy ceiling also counts. Variants are compared with the library's
+// output bit for bit (same units in the same order a lane).
+//
+// Variant "pipe" (R rows a warp, S stages of WK elements, x chunks of XK):
+// the library's CTA stages every slab of W and x, then all warps meet at a
+// barrier, so a CTA has one slab in flight while it computes. Here each warp
+// streams its own rows through S private cp.async buffers (S - 1 slabs in
+// flight, no CTA barrier: __syncwarp only), and x is staged as f32 once every
+// XK elements for the whole CTA.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "cuda/quant/gemv.cuh"
+
+using namespace braze::cuda::quant;
+using braze::cuda::cp_async_commit;
+using braze::cuda::cp_async_wait;
+using braze::quant::QFormat;
+
+#define CK(x)                                                                                             \
+  do {                                                                                                    \
+    cudaError_t e_ = (x);                                                                                 \
+    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
+  } while (0)
+
+constexpr int kSets = 3, kIters = 20, kReps = 7;
+
+template <class Wt, class T, int MT, int R, int S, int WK, int XK> struct Pipe {
+  static constexpr bool kSums = gemv_sums<Wt, T>();
+  static constexpr int XP = kDotUnit + 4, XS = XK / kDotUnit * XP, SS = kSums ? XK / 16 : 0;
+  static constexpr int B = Wt::block, BB = Wt::block_bytes;
+  static constexpr int WP = (WK / B * BB + 15) / 16 * 16;
+  static constexpr int kWarps = 8, kRows = kWarps * R;
+  static constexpr int smem = MT * (XS + SS) * 4 + kWarps * S * R * WP;
+};
+
+template <class Wt, class T, int MT, int R, int S, int WK, int XK>
+__global__ void __launch_bounds__(256, 2) gemv_pipe(const MmParams p) {
+  using P = Pipe<Wt, T, MT, R, S, WK, XK>;
+  constexpr bool kSums = P::kSums;
+  constexpr int XP = P::XP, XS = P::XS, SS = P::SS, B = P::B, BB = P::BB, WP = P::WP;
+  static_assert(gemv_fast<Wt>(), "fast-dot formats only");
+  static_assert(XK % WK == 0 && WK % 32 == 0, "slabs tile the x chunks");
+  static_assert(!kSums || MT * (XK / 4) % 256 == 0, "every lane takes each staging pass (shuffles)");
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* xbuf = reinterpret_cast<float*>(smem);  // [MT][XS]
+  float* sbuf = xbuf + MT * XS;                  // [MT][SS]
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  uint8_t* mine = smem + MT * (XS + SS) * 4 + warp * S * R * WP;  // [S][R][WP]
+  const int64_t K = p.w.cols, N = p.w.rows;
+  const int64_t r0 = int64_t(blockIdx.x) * P::kRows + warp * R;
+  const int mrows = int(p.m);
+  const int64_t nslab = (K + WK - 1) / WK;
+
+  auto stage = [&](int64_t s) {
+    if (s < nslab) {
+      const int64_t k0 = s * WK;
+      const int kn = int(K - k0 < WK ? K - k0 : WK);
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        const int64_t r = r0 + j;
+        if (r < N)
+          stage_async(mine + (int(s % S) * R + j) * WP, p.w.data + r * p.w.data_stride + k0 / B * BB, kn / B * BB,
+                      lane, 32);
+      }
+    }
+    cp_async_commit();  // empty groups too: the count a wait sees stays uniform
+  };
+
+  float acc[R][MT];
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+#pragma unroll
+    for (int mm = 0; mm < MT; ++mm) acc[j][mm] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) stage(s);
+  for (int64_t s = 0; s < nslab; ++s) {
+    const int64_t k0 = s * WK;
+    const int xo = int(k0 % XK);  // offset in the x chunk
+    if (xo == 0) {
+      __syncthreads();  // the last chunk read by every warp
+      const int64_t kc = k0;
+      const int kcn = int(K - kc < XK ? K - kc : XK);
+      for (int g = int(threadIdx.x); g < MT * (XK / 4); g += 256) {
+        const int mm = g / (XK / 4), kk = (g - mm * (XK / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (mm < mrows && kk < kcn) v = load4<T>(static_cast<const T*>(p.x) + mm * p.x_stride + kc + kk, kcn - kk, p.vec_x);
+        *reinterpret_cast<float4*>(xbuf + mm * XS + kk / kDotUnit * XP + kk % kDotUnit) = v;
+        if constexpr (kSums) {
+          float t = (v.x + v.y) + (v.z + v.w);
+          t += __shfl_xor_sync(0xffffffffu, t, 1);
+          t += __shfl_xor_sync(0xffffffffu, t, 2);
+          if ((kk & 15) == 0) sbuf[mm * SS + kk / 16] = t;
+        }
+      }
+      __syncthreads();
+    }
+    stage(s + S - 1);
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const int kn = int(K - k0 < WK ? K - k0 : WK);
+    const uint8_t* rows = mine + int(s % S) * R * WP;
+    for (int u = lane; u * kDotUnit < kn; u += 32) {
+      DotUnit<Wt::format> w[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) w[j].load(rows + j * WP, u);
+      unit_dot<Wt::format, R, MT, gemv_biased<T>()>(w, xbuf + (xo / kDotUnit + u) * XP, XS, sbuf + xo / 16 + 2 * u,
+                                                    SS, acc);
+    }
+    __syncwarp();  // the buffer read before a later stage overwrites it
+  }
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const int64_t r = r0 + j;
+#pragma unroll
+    for (int mm = 0; mm < MT; ++mm) {
+      if (MT > 1 && mm >= mrows) break;
+      float v = warp_sum(acc[j][mm]);
+      if (lane == 0 && r < N) {
+        if (p.bias) v += in_f32(static_cast<const T*>(p.bias)[r]);
+        static_cast<T*>(p.out)[mm * p.out_stride + r] = out_of<T>(v);
+      }
+    }
+  }
+}
+
+__global__ void fill(uint8_t* p, int64_t n, uint32_t seed, uint32_t mod) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = uint8_t(h % mod);
+  }
+}
+__global__ void fill_x(__nv_bfloat16* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = __float2bfloat16(float(int((i * 7919) % 2001) - 1000) / 1000.f);
+}
+
+template <class Launch> float time_it(Launch&& launch) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  for (int s = 0; s < kSets; ++s) launch(s);
+  std::vector<float> ms;
+  for (int rep = 0; rep < kReps; ++rep) {
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < kIters; ++i) launch(i % kSets);
+    CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
+    float m; CK(cudaEventElapsedTime(&m, a, b)); ms.push_back(m * 1000.f / kIters);
+  }
+  CK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  return ms[kReps / 2];
+}
+
+static double g_copy_gbs = 0;  // bytes moved a second by cudaMemcpy (read + write): the ceiling of a read
+using T = __nv_bfloat16;
+
+template <class K> int per_sm(K k, int smem) {
+  int per;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, reinterpret_cast<const void*>(k), 256, smem));
+  return per;
+}
+
+struct Case {
+  const char* name;
+  int64_t n, k, m, w_bytes, stride;
+  uint8_t* w[kSets];
+  T *x, *out;
+  std::vector<uint16_t> ref;
+  MmParams params(int s) const {
+    MmParams p{};
+    p.w = DeqParams{w[s], stride, nullptr, 0, braze::DType::f32, nullptr, 0, nullptr, 0, nullptr, 0, n, k, 0, false};
+    p.x = x; p.x_stride = k; p.bias = nullptr; p.out = out; p.out_stride = n; p.m = m; p.vec_x = true;
+    return p;
+  }
+  void report(const char* what, float us) const {
+    printf("%-6s m=%lld %-34s %7.1f us %6.0f GB/s %5.1f%%\n", name, (long long)m, what, us, w_bytes / us / 1e3,
+           100.0 * (w_bytes / g_copy_gbs / 1e3) / us);
+  }
+  void check(const char* what) const {
+    std::vector<uint16_t> got(m * n);
+    CK(cudaMemcpy(got.data(), out, 2 * m * n, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int64_t i = 0; i < m * n; ++i) bad += got[i] != ref[i];
+    if (bad) printf("  %s: %d of %lld outputs differ from the library kernel's\n", what, bad, (long long)(m * n));
+  }
+};
+
+template <class Wt, int MT, int R, int S, int WK, int XK> void pipe(Case& c) {
+  using P = Pipe<Wt, T, MT, R, S, WK, XK>;
+  auto k = gemv_pipe<Wt, T, MT, R, S, WK, XK>;
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, P::smem));
+  char what[80];
+  snprintf(what, sizeof what, "pipe R%d S%d WK%d XK%d (%dKB, %d/SM)", R, S, WK, XK, P::smem / 1024, per_sm(k, P::smem));
+  const unsigned grid = unsigned((c.n + P::kRows - 1) / P::kRows);
+  c.report(what, time_it([&](int s) { k<<<grid, 256, P::smem>>>(c.params(s)); }));
+  c.check(what);
+}
+
+template <class Wt, int MT> void library(Case& c) {
+  auto k = gemv_kernel<Wt, T, MT>;
+  constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  char what[80];
+  snprintf(what, sizeof what, "library (%dKB, %d/SM)", bytes / 1024, per_sm(k, bytes));
+  const unsigned grid = unsigned((c.n + kGemvRows - 1) / kGemvRows);
+  c.report(what, time_it([&](int s) { k<<<grid, kGemvThreads, bytes>>>(c.params(s)); }));
+  c.ref.resize(c.m * c.n);
+  CK(cudaMemcpy(c.ref.data(), c.out, 2 * c.m * c.n, cudaMemcpyDeviceToHost));
+}
+
+template <class Wt, int MT> Case make(const char* name, int64_t n, int64_t k) {
+  Case c{};
+  c.name = name; c.n = n; c.k = k; c.m = MT;
+  if constexpr (Wt::dense) c.stride = k * 2;
+  else c.stride = k / Wt::block * Wt::block_bytes;
+  c.w_bytes = n * c.stride;
+  for (int s = 0; s < kSets; ++s) {
+    CK(cudaMalloc(&c.w[s], c.w_bytes));
+    fill<<<1024, 256>>>(c.w[s], c.w_bytes, 17u + s, 0x3cu);  // every f16 / bf16 scale finite
+  }
+  CK(cudaMalloc(&c.x, 2 * MT * k)); CK(cudaMalloc(&c.out, 2 * MT * n));
+  fill_x<<<256, 256>>>(c.x, MT * k);
+  CK(cudaDeviceSynchronize());
+  return c;
+}
+void release(Case& c) {
+  for (int s = 0; s < kSets; ++s) CK(cudaFree(c.w[s]));
+  CK(cudaFree(c.x)); CK(cudaFree(c.out));
+}
+
+template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
+  using Wt = Quant<F>;
+  {
+    Case c = make<Wt, 1>(name, n, k);
+    library<Wt, 1>(c);
+    if constexpr (gemv_fast<Wt>()) {
+      pipe<Wt, 1, 2, 4, 1024, 8192>(c);
+      pipe<Wt, 1, 2, 3, 2048, 8192>(c);
+    }
+    release(c);
+  }
+  for (int m : {2, 4}) {  // the library only
+    if (m == 2) { Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c); release(c); }
+    else { Case c = make<Wt, 4>(name, n, k); library<Wt, 4>(c); release(c); }
+  }
+  {
+    Case c = make<Wt, 8>(name, n, k);
+    library<Wt, 8>(c);
+    if constexpr (gemv_fast<Wt>()) pipe<Wt, 8, 2, 4, 1024, 1024>(c);
+    release(c);
+  }
+}
+
+int main() {
+  cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
+  printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  {
+    const int64_t n = int64_t(1) << 27;
+    uint8_t *s[kSets], *d[kSets];
+    for (int i = 0; i < kSets; ++i) { CK(cudaMalloc(&s[i], n)); CK(cudaMalloc(&d[i], n)); }
+    const float mc = time_it([&](int i) { CK(cudaMemcpyAsync(d[i], s[i], n, cudaMemcpyDeviceToDevice)); });
+    g_copy_gbs = 2.0 * n / mc / 1e3;
+    printf("cudaMemcpyAsync D2D %lld B: %.1f us, %.0f GB/s read + write\n", (long long)n, mc, g_copy_gbs);
+    for (int i = 0; i < kSets; ++i) { CK(cudaFree(s[i])); CK(cudaFree(d[i])); }
+  }
+  {  // dense bf16, the library only
+    Case c = make<Dense, 1>("bf16", 4096, 14336);
+    library<Dense, 1>(c);
+    release(c);
+    Case c8 = make<Dense, 8>("bf16", 4096, 14336);
+    library<Dense, 8>(c8);
+    release(c8);
+  }
+  run<QFormat::q4_0>("q4_0", 4096, 14336);
+  run<QFormat::q8_0>("q8_0", 4096, 14336);
+  run<QFormat::q4_K>("q4_K", 4096, 14336);
+  run<QFormat::q6_K>("q6_K", 4096, 14336);
+  run<QFormat::q4_0>("q4_0", 14336, 4096);
+  run<QFormat::q5_K>("q5_K", 4096, 14336);
+  run<QFormat::q3_K>("q3_K", 4096, 14336);
+  run<QFormat::iq4_xs>("iq4_xs", 4096, 14336);
+  return 0;
+}
