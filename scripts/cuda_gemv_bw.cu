@@ -19,10 +19,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "cuda/attention/mma.cuh"
 #include "cuda/quant/gemv.cuh"
 
 using namespace braze::cuda::quant;
@@ -138,6 +140,114 @@ __global__ void __launch_bounds__(256, 2) gemv_pipe(const MmParams p) {
   }
 }
 
+// Variant "mma" (q4_0, bf16 x, up to 8 rows of x): the tensor cores take the
+// products. A CTA owns 16 rows of W (one m16 tile); its 8 warps split K, each
+// streaming its part of the 16 rows through a private ring of S cp.async
+// stages of WKB blocks. Per block a thread builds its A fragments from the
+// staged nibbles (0x4300 | q is bf16 128 + q; one HSUB2 makes q - 8, exact),
+// takes B from x in global memory (rows of x past m are zeros), and two
+// mma.m16n8k16 give the block's 16 x 8 dot products with the scale factored
+// out; f32 FMAs by the rows' scales accumulate them. The warps' partial sums
+// meet in shared memory at the end. Not bit-equal to the library (other
+// summation order): the check prints the largest difference relative to the
+// largest output.
+constexpr int kMmaRows = 16, kMmaWarps = 8;
+template <int S, int WKB> struct MmaGeo {
+  static constexpr int RP = (WKB * 18 + 15) / 16 * 16;          // bytes a staged row
+  static constexpr int ring = S * kMmaRows * RP;                 // bytes a warp
+  static constexpr int smem = kMmaWarps * ring + kMmaWarps * kMmaRows * 8 * 4;
+};
+
+__device__ __forceinline__ uint32_t nib_pair(uint32_t v16) {  // bytes n0, n1 (low nibbles) -> bf16x2 (n0 - 8, n1 - 8)
+  const uint32_t u = __byte_perm(v16 & 0x0F0Fu, 0x43u, 0x4140u);
+  __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&u);
+  h = __hsub2(h, __floats2bfloat162_rn(136.f, 136.f));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+template <int S, int WKB>
+__global__ void __launch_bounds__(256, 2) gemv_mma_q4_0(const MmParams p) {
+  using G = MmaGeo<S, WKB>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  uint8_t* ring = smem + warp * G::ring;
+  float* red = reinterpret_cast<float*>(smem + kMmaWarps * G::ring);  // [warps][16 rows][8 n]
+  const int64_t N = p.w.rows, nb = p.w.cols / 32, r0 = int64_t(blockIdx.x) * kMmaRows;
+  const int64_t per = (nb + kMmaWarps - 1) / kMmaWarps, b_lo = warp * per;
+  const int64_t b_hi = b_lo + per < nb ? b_lo + per : nb;
+  const int64_t nst = b_hi > b_lo ? (b_hi - b_lo + WKB - 1) / WKB : 0;
+  auto stage = [&](int64_t s) {
+    if (s < nst) {
+      const int64_t b0 = b_lo + s * WKB;
+      const int nblk = int(b_hi - b0 < WKB ? b_hi - b0 : WKB);
+      for (int j = 0; j < kMmaRows; ++j)
+        if (r0 + j < N)
+          stage_async(ring + (int(s % S) * kMmaRows + j) * G::RP, p.w.data + (r0 + j) * p.w.data_stride + b0 * 18,
+                      nblk * 18, lane, 32);
+    }
+    cp_async_commit();
+  };
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
+  const bool xrow = g < p.m;
+  const __nv_bfloat16* xg = x + (xrow ? g : 0) * p.x_stride;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) stage(s);
+  for (int64_t s = 0; s < nst; ++s) {
+    stage(s + S - 1);
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const int64_t b0 = b_lo + s * WKB;
+    const int nblk = int(b_hi - b0 < WKB ? b_hi - b0 : WKB);
+    const uint8_t* st = ring + int(s % S) * kMmaRows * G::RP;
+    for (int b = 0; b < nblk; ++b) {
+      const uint8_t* pg = st + g * G::RP + b * 18;        // row g's block
+      const uint8_t* ph = st + (g + 8) * G::RP + b * 18;  // row g + 8's
+      const float dg = __half2float(*reinterpret_cast<const __half*>(pg));
+      const float dh = __half2float(*reinterpret_cast<const __half*>(ph));
+      const uint32_t ga = *reinterpret_cast<const uint16_t*>(pg + 2 + 2 * t);
+      const uint32_t gb = *reinterpret_cast<const uint16_t*>(pg + 10 + 2 * t);
+      const uint32_t ha = *reinterpret_cast<const uint16_t*>(ph + 2 + 2 * t);
+      const uint32_t hb = *reinterpret_cast<const uint16_t*>(ph + 10 + 2 * t);
+      const int64_t kb = (b0 + b) * 32;
+      uint32_t bx[4] = {0u, 0u, 0u, 0u};  // k 2t, 2t + 8, 16 + 2t, 24 + 2t of row g of x
+      if (xrow) {
+        bx[0] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 2 * t));
+        bx[1] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 8 + 2 * t));
+        bx[2] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 16 + 2 * t));
+        bx[3] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 24 + 2 * t));
+      }
+      const uint32_t a0[4] = {nib_pair(ga), nib_pair(ha), nib_pair(gb), nib_pair(hb)};
+      const uint32_t a1[4] = {nib_pair(ga >> 4), nib_pair(ha >> 4), nib_pair(gb >> 4), nib_pair(hb >> 4)};
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      braze::cuda::attn::mma16816<__nv_bfloat16>(c, a0, bx[0], bx[1]);
+      braze::cuda::attn::mma16816<__nv_bfloat16>(c, a1, bx[2], bx[3]);
+      acc[0] = fmaf(dg, c[0], acc[0]);
+      acc[1] = fmaf(dg, c[1], acc[1]);
+      acc[2] = fmaf(dh, c[2], acc[2]);
+      acc[3] = fmaf(dh, c[3], acc[3]);
+    }
+    __syncwarp();
+  }
+  // c0, c1: row g, n 2t, 2t + 1; c2, c3: row g + 8
+  float* rw = red + warp * kMmaRows * 8;
+  rw[g * 8 + 2 * t] = acc[0];
+  rw[g * 8 + 2 * t + 1] = acc[1];
+  rw[(g + 8) * 8 + 2 * t] = acc[2];
+  rw[(g + 8) * 8 + 2 * t + 1] = acc[3];
+  __syncthreads();
+  if (threadIdx.x < kMmaRows * 8) {
+    const int j = int(threadIdx.x) >> 3, n = int(threadIdx.x) & 7;
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < kMmaWarps; ++w) v += red[(w * kMmaRows + j) * 8 + n];
+    if (n < p.m && r0 + j < N) {
+      if (p.bias) v += in_f32(static_cast<const __nv_bfloat16*>(p.bias)[r0 + j]);
+      static_cast<__nv_bfloat16*>(p.out)[n * p.out_stride + r0 + j] = out_of<__nv_bfloat16>(v);
+    }
+  }
+}
+
 __global__ void fill(uint8_t* p, int64_t n, uint32_t seed, uint32_t mod) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ seed;
@@ -198,6 +308,19 @@ struct Case {
     for (int64_t i = 0; i < m * n; ++i) bad += got[i] != ref[i];
     if (bad) printf("  %s: %d of %lld outputs differ from the library kernel's\n", what, bad, (long long)(m * n));
   }
+
+  // largest |out - library| over the largest |library|
+  void near(const char* what) const {
+    std::vector<uint16_t> got(m * n);
+    CK(cudaMemcpy(got.data(), out, 2 * m * n, cudaMemcpyDeviceToHost));
+    auto f = [](uint16_t h) { uint32_t u = uint32_t(h) << 16; float v; memcpy(&v, &u, 4); return v; };
+    double dmax = 0, rmax = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      dmax = std::max(dmax, double(std::fabs(f(got[i]) - f(ref[i]))));
+      rmax = std::max(rmax, double(std::fabs(f(ref[i]))));
+    }
+    printf("  %s: max |diff| %.3g, max |library| %.3g (%.2g)\n", what, dmax, rmax, rmax > 0 ? dmax / rmax : dmax);
+  }
 };
 
 template <class Wt, int MT, int R, int S, int WK, int XK> void pipe(Case& c) {
@@ -209,6 +332,17 @@ template <class Wt, int MT, int R, int S, int WK, int XK> void pipe(Case& c) {
   const unsigned grid = unsigned((c.n + P::kRows - 1) / P::kRows);
   c.report(what, time_it([&](int s) { k<<<grid, 256, P::smem>>>(c.params(s)); }));
   c.check(what);
+}
+
+template <int S, int WKB> void mma_q4_0(Case& c) {
+  using G = MmaGeo<S, WKB>;
+  auto k = gemv_mma_q4_0<S, WKB>;
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, G::smem));
+  char what[80];
+  snprintf(what, sizeof what, "mma S%d WKB%d (%dKB, %d/SM)", S, WKB, G::smem / 1024, per_sm(k, G::smem));
+  const unsigned grid = unsigned((c.n + kMmaRows - 1) / kMmaRows);
+  c.report(what, time_it([&](int s) { k<<<grid, 256, G::smem>>>(c.params(s)); }));
+  c.near(what);
 }
 
 template <class Wt, int MT> void library(Case& c) {
@@ -248,6 +382,7 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
+    if constexpr (F == QFormat::q4_0) { mma_q4_0<4, 8>(c); mma_q4_0<3, 16>(c); }
     if constexpr (gemv_fast<Wt>()) {
       pipe<Wt, 1, 2, 4, 1024, 8192>(c);
       pipe<Wt, 1, 2, 3, 2048, 8192>(c);
@@ -255,12 +390,20 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
     release(c);
   }
   for (int m : {2, 4}) {  // the library only
-    if (m == 2) { Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c); release(c); }
-    else { Case c = make<Wt, 4>(name, n, k); library<Wt, 4>(c); release(c); }
+    if (m == 2) {
+      Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c);
+      if constexpr (F == QFormat::q4_0) mma_q4_0<4, 8>(c);
+      release(c);
+    } else {
+      Case c = make<Wt, 4>(name, n, k); library<Wt, 4>(c);
+      if constexpr (F == QFormat::q4_0) mma_q4_0<4, 8>(c);
+      release(c);
+    }
   }
   {
     Case c = make<Wt, 8>(name, n, k);
     library<Wt, 8>(c);
+    if constexpr (F == QFormat::q4_0) { mma_q4_0<4, 8>(c); mma_q4_0<3, 16>(c); }
     if constexpr (gemv_fast<Wt>()) pipe<Wt, 8, 2, 4, 1024, 1024>(c);
     release(c);
   }
