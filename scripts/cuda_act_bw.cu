@@ -16,6 +16,8 @@
 // every scale significand and every bf16 / f16 significand of x.
 #include <cuda_runtime.h>
 
+#include "cuda_bw.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -23,15 +25,10 @@
 
 #include "cuda/quant/act.cuh"
 
+
 using namespace braze::cuda::quant;
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
 
-constexpr int kSets = 3, kIters = 20, kReps = 7;
 
 // ------------------------------------------------------------------ variants
 namespace v {
@@ -97,22 +94,6 @@ template <class T> __global__ void fill(T* x, int64_t rows, int64_t cols, uint32
 }
 
 // ------------------------------------------------------------------ timing
-template <class Launch> float time_it(Launch&& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int s = 0; s < kSets; ++s) launch(s);
-  std::vector<float> ms;
-  for (int rep = 0; rep < kReps; ++rep) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < kIters; ++i) launch(i % kSets);
-    CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
-    float m; CK(cudaEventElapsedTime(&m, a, b)); ms.push_back(m * 1000.f / kIters);
-  }
-  CK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
-  return ms[kReps / 2];
-}
 
 template <class K> int resident(K k, int threads) {
   int dev, sms, per;

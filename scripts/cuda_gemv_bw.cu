@@ -18,6 +18,8 @@
 // XK elements for the whole CTA.
 #include <cuda_runtime.h>
 
+#include "cuda_bw.cuh"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,18 +29,13 @@
 #include "cuda/attention/mma.cuh"
 #include "cuda/quant/gemv.cuh"
 
+
 using namespace braze::cuda::quant;
 using braze::cuda::cp_async_commit;
 using braze::cuda::cp_async_wait;
 using braze::quant::QFormat;
 
-#define CK(x)                                                                                             \
-  do {                                                                                                    \
-    cudaError_t e_ = (x);                                                                                 \
-    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
 
-constexpr int kSets = 3, kIters = 20, kReps = 7;
 
 template <class Wt, class T, int MT, int R, int S, int WK, int XK> struct Pipe {
   static constexpr bool kSums = gemv_sums<Wt, T>();
@@ -248,33 +245,11 @@ __global__ void __launch_bounds__(256, 2) gemv_mma_q4_0(const MmParams p) {
   }
 }
 
-__global__ void fill(uint8_t* p, int64_t n, uint32_t seed, uint32_t mod) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = uint8_t(h % mod);
-  }
-}
 __global__ void fill_x(__nv_bfloat16* x, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] = __float2bfloat16(float(int((i * 7919) % 2001) - 1000) / 1000.f);
 }
 
-template <class Launch> float time_it(Launch&& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int s = 0; s < kSets; ++s) launch(s);
-  std::vector<float> ms;
-  for (int rep = 0; rep < kReps; ++rep) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < kIters; ++i) launch(i % kSets);
-    CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
-    float m; CK(cudaEventElapsedTime(&m, a, b)); ms.push_back(m * 1000.f / kIters);
-  }
-  CK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  return ms[kReps / 2];
-}
 
 static double g_copy_gbs = 0;  // bytes moved a second by cudaMemcpy (read + write): the ceiling of a read
 using T = __nv_bfloat16;
@@ -365,7 +340,7 @@ template <class Wt, int MT> Case make(const char* name, int64_t n, int64_t k) {
   c.w_bytes = n * c.stride;
   for (int s = 0; s < kSets; ++s) {
     CK(cudaMalloc(&c.w[s], c.w_bytes));
-    fill<<<1024, 256>>>(c.w[s], c.w_bytes, 17u + s, 0x3cu);  // every f16 / bf16 scale finite
+    fill_bytes<<<1024, 256>>>(c.w[s], c.w_bytes, 17u + s, 0x3cu);  // every f16 / bf16 scale finite
   }
   CK(cudaMalloc(&c.x, 2 * MT * k)); CK(cudaMalloc(&c.out, 2 * MT * n));
   fill_x<<<256, 256>>>(c.x, MT * k);

@@ -15,6 +15,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "cuda_bw.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -22,17 +24,12 @@
 
 #include "cuda/ops/hadamard.cuh"
 
+
 using namespace braze::cuda;
 using namespace braze::cuda::ops;
 using T = __nv_bfloat16;
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
 
-constexpr int kSets = 3, kIters = 20, kReps = 7;
 
 // ---------------------------------------------------------------- diagnostic cuts of the split kernel
 // Mode 1: no shared-memory phase (L0's butterflies, then straight to the stores);
@@ -264,22 +261,6 @@ __global__ void fill(T* p, int64_t n, uint32_t seed) {
   }
 }
 
-template <class Launch> float time_it(Launch&& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int s = 0; s < kSets; ++s) launch(s);
-  std::vector<float> ms;
-  for (int rep = 0; rep < kReps; ++rep) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < kIters; ++i) launch(i % kSets);
-    CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
-    float m; CK(cudaEventElapsedTime(&m, a, b)); ms.push_back(m * 1000.f / kIters);
-  }
-  CK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
-  return ms[kReps / 2];
-}
 
 int g_sms = 0;
 template <class K> int resident(K k, int threads, int smem) {
