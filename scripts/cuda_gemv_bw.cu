@@ -137,56 +137,140 @@ __global__ void __launch_bounds__(256, 2) gemv_pipe(const MmParams p) {
   }
 }
 
-// Variant "mma" (q4_0, bf16 x, up to 8 rows of x): the tensor cores take the
-// products. A CTA owns 16 rows of W (one m16 tile); its 8 warps split K, each
-// streaming its part of the 16 rows through a private ring of S cp.async
-// stages of WKB blocks. Per block a thread builds its A fragments from the
-// staged nibbles (0x4300 | q is bf16 128 + q; one HSUB2 makes q - 8, exact),
-// takes B from x in global memory (rows of x past m are zeros), and two
-// mma.m16n8k16 give the block's 16 x 8 dot products with the scale factored
-// out; f32 FMAs by the rows' scales accumulate them. The warps' partial sums
-// meet in shared memory at the end. Not bit-equal to the library (other
-// summation order): the check prints the largest difference relative to the
-// largest output.
+// Variant "mma" (q4_0 / q4_K, bf16 x, up to 8 rows of x): the tensor cores
+// take the products. A CTA owns 16 rows of W (one m16 tile); its 8 warps
+// split K, each streaming its part of the 16 rows through a private ring of S
+// cp.async stages of WKB blocks. A thread builds its A fragments from the
+// staged nibbles (0x4300 | q is bf16 128 + q; one HSUB2 makes q - 8 or q,
+// exact), takes B from x in global memory (rows of x past m are zeros), and
+// two mma.m16n8k16 give a 32-element group's 16 x 8 dot products with its
+// scale factored out; f32 FMAs by the rows' scales accumulate them (q4_K's
+// min term takes the group's sums of x from two more mma with A = ones). The
+// warps' partial sums meet in shared memory at the end. Not bit-equal to the
+// library (another summation order): the check prints the largest difference
+// relative to the largest output.
 constexpr int kMmaRows = 16, kMmaWarps = 8;
-template <int S, int WKB> struct MmaGeo {
-  static constexpr int RP = (WKB * 18 + 15) / 16 * 16;          // bytes a staged row
-  static constexpr int ring = S * kMmaRows * RP;                 // bytes a warp
+
+// bytes n0, n1 (bits 0-3 of each byte of v16) -> bf16x2 (n0 - off, n1 - off)
+template <int Off> __device__ __forceinline__ uint32_t nib_pair(uint32_t v16) {
+  const uint32_t u = __byte_perm(v16 & 0x0F0Fu, 0x43u, 0x4140u);
+  __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&u);
+  h = __hsub2(h, __floats2bfloat162_rn(128.f + Off, 128.f + Off));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ uint32_t u16_at(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+
+// x's B fragments of a 32-element group at kb: k 2t, 2t + 8, 16 + 2t, 24 + 2t of row g (zeros past m)
+__device__ __forceinline__ void x_frags(const __nv_bfloat16* xg, bool xrow, int64_t kb, int t, uint32_t (&bx)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    bx[i] = xrow ? __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 8 * i + 2 * t)) : 0u;
+}
+
+struct MmaQ4_0 {
+  static constexpr int kElems = 32, kBytes = 18;
+  // one block of rows g (pg) and g + 8 (ph) at element kb
+  static __device__ __forceinline__ void block(const uint8_t* pg, const uint8_t* ph, const __nv_bfloat16* xg,
+                                               bool xrow, int64_t kb, int t, float (&acc)[4]) {
+    const float dg = __half2float(*reinterpret_cast<const __half*>(pg));
+    const float dh = __half2float(*reinterpret_cast<const __half*>(ph));
+    const uint32_t ga = u16_at(pg + 2 + 2 * t), gb = u16_at(pg + 10 + 2 * t);
+    const uint32_t ha = u16_at(ph + 2 + 2 * t), hb = u16_at(ph + 10 + 2 * t);
+    uint32_t bx[4];
+    x_frags(xg, xrow, kb, t, bx);
+    const uint32_t a0[4] = {nib_pair<8>(ga), nib_pair<8>(ha), nib_pair<8>(gb), nib_pair<8>(hb)};
+    const uint32_t a1[4] = {nib_pair<8>(ga >> 4), nib_pair<8>(ha >> 4), nib_pair<8>(gb >> 4), nib_pair<8>(hb >> 4)};
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    braze::cuda::attn::mma16816<__nv_bfloat16>(c, a0, bx[0], bx[1]);
+    braze::cuda::attn::mma16816<__nv_bfloat16>(c, a1, bx[2], bx[3]);
+    acc[0] = fmaf(dg, c[0], acc[0]);
+    acc[1] = fmaf(dg, c[1], acc[1]);
+    acc[2] = fmaf(dh, c[2], acc[2]);
+    acc[3] = fmaf(dh, c[3], acc[3]);
+  }
+};
+
+struct MmaQ4_K {
+  static constexpr int kElems = 256, kBytes = 144;
+  static __device__ __forceinline__ void block(const uint8_t* pg, const uint8_t* ph, const __nv_bfloat16* xg,
+                                               bool xrow, int64_t kb, int t, float (&acc)[4]) {
+    const float dg = __half2float(*reinterpret_cast<const __half*>(pg));
+    const float mg = __half2float(*reinterpret_cast<const __half*>(pg + 2));
+    const float dh = __half2float(*reinterpret_cast<const __half*>(ph));
+    const float mh = __half2float(*reinterpret_cast<const __half*>(ph + 2));
+    constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 1.0, 1.0
+    const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+#pragma unroll
+    for (int pr = 0; pr < 4; ++pr) {  // sub-blocks 2 pr (low nibbles) and 2 pr + 1 (high) share 32 bytes
+      const uint8_t* qg = pg + 16 + 32 * pr;
+      const uint8_t* qh = ph + 16 + 32 * pr;
+      uint32_t w[2][4];  // [j: elements 16 j ..][row g lo, row g hi (+8), row h lo, row h hi]
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        w[j][0] = u16_at(qg + 16 * j + 2 * t);
+        w[j][1] = u16_at(qg + 16 * j + 8 + 2 * t);
+        w[j][2] = u16_at(qh + 16 * j + 2 * t);
+        w[j][3] = u16_at(qh + 16 * j + 8 + 2 * t);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // sub-block s = 2 pr + h: nibble h of each byte
+        const int sub = 2 * pr + h;
+        int scg, mng, sch, mnh;
+        braze::quant::kq_detail::scale_min_k4(pg + 4, sub, scg, mng);
+        braze::quant::kq_detail::scale_min_k4(ph + 4, sub, sch, mnh);
+        const int64_t k0 = kb + 32 * sub;
+        uint32_t bx[4];
+        x_frags(xg, xrow, k0, t, bx);
+        float c[4] = {0.f, 0.f, 0.f, 0.f}, sx[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int sh = 4 * h;
+          const uint32_t a[4] = {nib_pair<0>(w[j][0] >> sh), nib_pair<0>(w[j][2] >> sh), nib_pair<0>(w[j][1] >> sh),
+                                 nib_pair<0>(w[j][3] >> sh)};
+          braze::cuda::attn::mma16816<__nv_bfloat16>(c, a, bx[2 * j], bx[2 * j + 1]);
+          braze::cuda::attn::mma16816<__nv_bfloat16>(sx, ones, bx[2 * j], bx[2 * j + 1]);
+        }
+        const float ag = dg * float(scg), bg = mg * float(mng), ah = dh * float(sch), bh = mh * float(mnh);
+        acc[0] = fmaf(ag, c[0], fmaf(-bg, sx[0], acc[0]));
+        acc[1] = fmaf(ag, c[1], fmaf(-bg, sx[1], acc[1]));
+        acc[2] = fmaf(ah, c[2], fmaf(-bh, sx[2], acc[2]));
+        acc[3] = fmaf(ah, c[3], fmaf(-bh, sx[3], acc[3]));
+      }
+    }
+  }
+};
+
+template <class Fm, int S, int WKB> struct MmaGeo {
+  static constexpr int RP = (WKB * Fm::kBytes + 15) / 16 * 16;  // bytes a staged row
+  static constexpr int ring = S * kMmaRows * RP;                // bytes a warp
   static constexpr int smem = kMmaWarps * ring + kMmaWarps * kMmaRows * 8 * 4;
 };
 
-__device__ __forceinline__ uint32_t nib_pair(uint32_t v16) {  // bytes n0, n1 (low nibbles) -> bf16x2 (n0 - 8, n1 - 8)
-  const uint32_t u = __byte_perm(v16 & 0x0F0Fu, 0x43u, 0x4140u);
-  __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&u);
-  h = __hsub2(h, __floats2bfloat162_rn(136.f, 136.f));
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-template <int S, int WKB>
-__global__ void __launch_bounds__(256, 2) gemv_mma_q4_0(const MmParams p) {
-  using G = MmaGeo<S, WKB>;
+template <class Fm, int S, int WKB>
+__global__ void __launch_bounds__(256, 2) gemv_mma(const MmParams p) {
+  using G = MmaGeo<Fm, S, WKB>;
+  constexpr int BE = Fm::kElems, BB = Fm::kBytes;
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
   uint8_t* ring = smem + warp * G::ring;
   float* red = reinterpret_cast<float*>(smem + kMmaWarps * G::ring);  // [warps][16 rows][8 n]
-  const int64_t N = p.w.rows, nb = p.w.cols / 32, r0 = int64_t(blockIdx.x) * kMmaRows;
-  const int64_t per = (nb + kMmaWarps - 1) / kMmaWarps, b_lo = warp * per;
+  const int64_t N = p.w.rows, nb = p.w.cols / BE, r0 = int64_t(blockIdx.x) * kMmaRows;
+  const int64_t per = (nb + kMmaWarps - 1) / kMmaWarps, b_lo = warp * per < nb ? warp * per : nb;
   const int64_t b_hi = b_lo + per < nb ? b_lo + per : nb;
-  const int64_t nst = b_hi > b_lo ? (b_hi - b_lo + WKB - 1) / WKB : 0;
+  const int64_t nst = (b_hi - b_lo + WKB - 1) / WKB;
   auto stage = [&](int64_t s) {
     if (s < nst) {
       const int64_t b0 = b_lo + s * WKB;
       const int nblk = int(b_hi - b0 < WKB ? b_hi - b0 : WKB);
       for (int j = 0; j < kMmaRows; ++j)
         if (r0 + j < N)
-          stage_async(ring + (int(s % S) * kMmaRows + j) * G::RP, p.w.data + (r0 + j) * p.w.data_stride + b0 * 18,
-                      nblk * 18, lane, 32);
+          stage_async(ring + (int(s % S) * kMmaRows + j) * G::RP, p.w.data + (r0 + j) * p.w.data_stride + b0 * BB,
+                      nblk * BB, lane, 32);
     }
     cp_async_commit();
   };
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   const bool xrow = g < p.m;
-  const __nv_bfloat16* xg = x + (xrow ? g : 0) * p.x_stride;
+  const __nv_bfloat16* xg = static_cast<const __nv_bfloat16*>(p.x) + (xrow ? g : 0) * p.x_stride;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) stage(s);
@@ -197,33 +281,8 @@ __global__ void __launch_bounds__(256, 2) gemv_mma_q4_0(const MmParams p) {
     const int64_t b0 = b_lo + s * WKB;
     const int nblk = int(b_hi - b0 < WKB ? b_hi - b0 : WKB);
     const uint8_t* st = ring + int(s % S) * kMmaRows * G::RP;
-    for (int b = 0; b < nblk; ++b) {
-      const uint8_t* pg = st + g * G::RP + b * 18;        // row g's block
-      const uint8_t* ph = st + (g + 8) * G::RP + b * 18;  // row g + 8's
-      const float dg = __half2float(*reinterpret_cast<const __half*>(pg));
-      const float dh = __half2float(*reinterpret_cast<const __half*>(ph));
-      const uint32_t ga = *reinterpret_cast<const uint16_t*>(pg + 2 + 2 * t);
-      const uint32_t gb = *reinterpret_cast<const uint16_t*>(pg + 10 + 2 * t);
-      const uint32_t ha = *reinterpret_cast<const uint16_t*>(ph + 2 + 2 * t);
-      const uint32_t hb = *reinterpret_cast<const uint16_t*>(ph + 10 + 2 * t);
-      const int64_t kb = (b0 + b) * 32;
-      uint32_t bx[4] = {0u, 0u, 0u, 0u};  // k 2t, 2t + 8, 16 + 2t, 24 + 2t of row g of x
-      if (xrow) {
-        bx[0] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 2 * t));
-        bx[1] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 8 + 2 * t));
-        bx[2] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 16 + 2 * t));
-        bx[3] = __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 24 + 2 * t));
-      }
-      const uint32_t a0[4] = {nib_pair(ga), nib_pair(ha), nib_pair(gb), nib_pair(hb)};
-      const uint32_t a1[4] = {nib_pair(ga >> 4), nib_pair(ha >> 4), nib_pair(gb >> 4), nib_pair(hb >> 4)};
-      float c[4] = {0.f, 0.f, 0.f, 0.f};
-      braze::cuda::attn::mma16816<__nv_bfloat16>(c, a0, bx[0], bx[1]);
-      braze::cuda::attn::mma16816<__nv_bfloat16>(c, a1, bx[2], bx[3]);
-      acc[0] = fmaf(dg, c[0], acc[0]);
-      acc[1] = fmaf(dg, c[1], acc[1]);
-      acc[2] = fmaf(dh, c[2], acc[2]);
-      acc[3] = fmaf(dh, c[3], acc[3]);
-    }
+    for (int b = 0; b < nblk; ++b)  // rows past N read stale bytes; their outputs are dropped
+      Fm::block(st + g * G::RP + b * BB, st + (g + 8) * G::RP + b * BB, xg, xrow, (b0 + b) * BE, t, acc);
     __syncwarp();
   }
   // c0, c1: row g, n 2t, 2t + 1; c2, c3: row g + 8
@@ -309,15 +368,20 @@ template <class Wt, int MT, int R, int S, int WK, int XK> void pipe(Case& c) {
   c.check(what);
 }
 
-template <int S, int WKB> void mma_q4_0(Case& c) {
-  using G = MmaGeo<S, WKB>;
-  auto k = gemv_mma_q4_0<S, WKB>;
+template <class Fm, int S, int WKB> void mma(Case& c) {
+  using G = MmaGeo<Fm, S, WKB>;
+  auto k = gemv_mma<Fm, S, WKB>;
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, G::smem));
   char what[80];
   snprintf(what, sizeof what, "mma S%d WKB%d (%dKB, %d/SM)", S, WKB, G::smem / 1024, per_sm(k, G::smem));
   const unsigned grid = unsigned((c.n + kMmaRows - 1) / kMmaRows);
   c.report(what, time_it([&](int s) { k<<<grid, 256, G::smem>>>(c.params(s)); }));
   c.near(what);
+}
+// the mma variants of a format (none where there is no policy)
+template <QFormat F> void mmas(Case& c) {
+  if constexpr (F == QFormat::q4_0) { mma<MmaQ4_0, 4, 8>(c); mma<MmaQ4_0, 3, 16>(c); }
+  if constexpr (F == QFormat::q4_K) { mma<MmaQ4_K, 4, 1>(c); mma<MmaQ4_K, 3, 2>(c); }
 }
 
 template <class Wt, int MT> void library(Case& c) {
@@ -357,7 +421,7 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
-    if constexpr (F == QFormat::q4_0) { mma_q4_0<4, 8>(c); mma_q4_0<3, 16>(c); }
+    mmas<F>(c);
     if constexpr (gemv_fast<Wt>()) {
       pipe<Wt, 1, 2, 4, 1024, 8192>(c);
       pipe<Wt, 1, 2, 3, 2048, 8192>(c);
@@ -367,18 +431,18 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   for (int m : {2, 4}) {  // the library only
     if (m == 2) {
       Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c);
-      if constexpr (F == QFormat::q4_0) mma_q4_0<4, 8>(c);
+      mmas<F>(c);
       release(c);
     } else {
       Case c = make<Wt, 4>(name, n, k); library<Wt, 4>(c);
-      if constexpr (F == QFormat::q4_0) mma_q4_0<4, 8>(c);
+      mmas<F>(c);
       release(c);
     }
   }
   {
     Case c = make<Wt, 8>(name, n, k);
     library<Wt, 8>(c);
-    if constexpr (F == QFormat::q4_0) { mma_q4_0<4, 8>(c); mma_q4_0<3, 16>(c); }
+    mmas<F>(c);
     if constexpr (gemv_fast<Wt>()) pipe<Wt, 8, 2, 4, 1024, 1024>(c);
     release(c);
   }
