@@ -9,9 +9,17 @@
 // (sampling.cu's own flags: -O3, no -fmad=false, so the tokens are the library's.)
 //
 // Columns: cold = median of kCold single launches, each after a 512 MiB read
-// that evicts the L2, events around the launch only (as `braze bench`'s
-// cuda_time, python/braze/bench/timing.py); warm = median over kReps of the
-// mean of kWarm launches back to back (L2 holds the 513 KB row).
+// that evicts the L2 (and the kernel's code), events around the launch only
+// (as `braze bench`'s cuda_time, python/braze/bench/timing.py); cdata = the
+// same, but an untimed launch on another copy of the row runs between the
+// flush and the timed launch (code back in L2, this row still in HBM); rot = back to
+// back, each launch on the next of 256 copies of the row (131 MB: the row
+// comes from HBM, the code stays in L2 / the instruction caches); warm = back
+// to back on one copy (L2 holds the 513 KB row). rot and warm: median over
+// kReps of the mean of kWarm launches. cold - cdata ~ the cost of fetching the
+// kernel's code from HBM (the sample kernel's SASS is 214 KB, softmax's 20 KB),
+// cdata - rot ~ what a lone launch pays beyond back to back, rot - warm ~ the
+// row's HBM reads.
 // Rows:
 //   lib <mix>             the library sample launch (cluster form, 8 CTAs on
 //                         132 SMs), mixes as named (temperature 1 unless said)
@@ -29,13 +37,19 @@
 //                         5 + top_p select (4 list levels, or select_global:
 //                           a row pass per level + compact + list levels)
 //                         7 the whole draw (= the library; checked token for token)
-//                         consecutive differences are the stages' costs
+//                         consecutive differences are the stages' costs (SASS
+//                         19 / 41 / 52 / 102 / 167 / 214 KB for stops 1-5, 7: in
+//                         the cold column each stage also pays for its code)
 //   softmax cluster       the library softmax on the same row (the floor to approach)
 //   empty cluster         same geometry and static shared memory, no work
 //   empty + 1 csync       ... one cluster barrier (every split kernel ends with one)
 //   16 csync              ... 16 cluster barriers: (t16 - t1) / 15 per barrier
-//   read once             every CTA reads its slice once (16-byte loads, 8 in
-//                         flight a thread, as pass 1), block max, no cluster sync
+//   read once             every CTA reads its slice once (16-byte loads, as pass
+//                         1: 8 slots, ~4 packs a thread), block max, no cluster sync
+//   mass pass, fixed()    read once summing fixed(__expf(v - 8)) as the cdf / top-p
+//                         passes weigh each element (f32 -> f64 -> u64 conversions);
+//   mass pass, fixed_int  the same with an integer fixed() (bit-identical: checked
+//                         on the host for every float in [0, 1])
 //   list levels x4 / x16  4 or 16 radix levels (u64 masses) over a 256-item list in
 //                         shared memory, per CTA, as the list selects run
 //   events only           the two events with nothing between (after the flush)
@@ -64,6 +78,7 @@ using braze::sampling::SampleArgs;
   } while (0)
 
 constexpr int kCols = 128256, kCold = 41, kWarm = 50, kReps = 7;
+constexpr int kRot = 256, kRowStride = kCols + 64;  // 256 row copies: 131 MB, past any L2
 
 // ---------------------------------------------------------------- instrumented copy of sample_row
 // Identical to kernels.cuh's sample_row but for `if constexpr (Stop == s) return`.
@@ -248,20 +263,27 @@ __global__ void flush_read(const uint4* p, int64_t n, int* out) {
 }
 
 // ---------------------------------------------------------------- host
+// launch(row): the kernel on `row`, a copy of the logits (kernels that do not
+// read the row ignore it).
+using Launch = std::function<void(const float*)>;
 struct Timer {
   uint4* flush;
   int64_t flush_n;
   int* dummy;
   int sms;
+  const float* rows;  // kRot copies of the row, kRowStride apart
   cudaEvent_t a, b;
-  float cold(const std::function<void()>& launch) {
-    launch();
+  // code_warm: after the flush, an untimed launch on copy 1 brings the code
+  // (not copy 2's row) back before the timed launch on copy 2.
+  float cold(const Launch& launch, bool code_warm) {
+    launch(rows);
     CK(cudaDeviceSynchronize());
     std::vector<float> us;
     for (int i = 0; i < kCold; ++i) {
       flush_read<<<sms * 4, 512>>>(flush, flush_n, dummy);
+      if (code_warm) launch(rows + kRowStride);
       CK(cudaEventRecord(a));
-      launch();
+      launch(rows + (code_warm ? 2 * kRowStride : 0));
       CK(cudaEventRecord(b));
       CK(cudaEventSynchronize(b));
       float ms;
@@ -272,12 +294,15 @@ struct Timer {
     std::sort(us.begin(), us.end());
     return us[kCold / 2];
   }
-  float warm(const std::function<void()>& launch) {
-    for (int i = 0; i < 5; ++i) launch();
+  // Back to back, kWarm launches a timing; rot: each on the next of kRot copies
+  // (none in L2 when its turn comes; the code stays warm), else all on copy 0.
+  float warm(const Launch& launch, bool rot) {
+    for (int i = 0; i < kRot; ++i) launch(rows + (rot ? int64_t(i) * kRowStride : 0));
     std::vector<float> us;
+    int at = 0;
     for (int rep = 0; rep < kReps; ++rep) {
       CK(cudaEventRecord(a));
-      for (int i = 0; i < kWarm; ++i) launch();
+      for (int i = 0; i < kWarm; ++i, at = (at + 1) % kRot) launch(rows + (rot ? int64_t(at) * kRowStride : 0));
       CK(cudaEventRecord(b));
       CK(cudaEventSynchronize(b));
       float ms;
@@ -288,9 +313,9 @@ struct Timer {
     std::sort(us.begin(), us.end());
     return us[kReps / 2];
   }
-  void row(const char* what, const std::function<void()>& launch) {
-    const float c = cold(launch), w = warm(launch);
-    printf("%-34s %8.2f %8.2f\n", what, c, w);
+  void row(const char* what, const Launch& launch) {
+    const float c = cold(launch, false), cc = cold(launch, true), r = warm(launch, true), w = warm(launch, false);
+    printf("%-34s %8.2f %8.2f %8.2f %8.2f\n", what, c, cc, r, w);
     fflush(stdout);
   }
 };
@@ -344,17 +369,18 @@ int main() {
 
   float *x, *soft;
   int *out, *dummy;
-  CK(cudaMalloc(&x, kCols * 4));
+  CK(cudaMalloc(&x, int64_t(kRot) * kRowStride * 4));
   CK(cudaMalloc(&soft, kCols * 4));
   CK(cudaMalloc(&out, 64 * 4));
   CK(cudaMalloc(&dummy, 4096 * 4));
-  CK(cudaMemcpy(x, h.data(), kCols * 4, cudaMemcpyHostToDevice));
+  for (int i = 0; i < kRot; ++i) CK(cudaMemcpy(x + int64_t(i) * kRowStride, h.data(), kCols * 4, cudaMemcpyHostToDevice));
   Timer tm{};
   tm.flush_n = (int64_t(512) << 20) / 16;
   CK(cudaMalloc(&tm.flush, tm.flush_n * 16));
   CK(cudaMemset(tm.flush, 1, tm.flush_n * 16));
   tm.dummy = dummy;
   tm.sms = sms;
+  tm.rows = x;
   CK(cudaEventCreate(&tm.a));
   CK(cudaEventCreate(&tm.b));
 
@@ -473,18 +499,18 @@ int main() {
   }
 
   // ---- timings
-  printf("\n%-34s %8s %8s   (us)\n", "row", "cold", "warm");
+  printf("\n%-34s %8s %8s %8s %8s   (us)\n", "row", "cold", "cdata", "rot", "warm");
   {
-    tm.row("events only", [] {});
-    tm.row("empty cluster", [&] { CK(launch_cl(empty_cluster<0>, ctas, kThreads, ctas, dummy, false)); });
-    tm.row("empty + 1 csync", [&] { CK(launch_cl(empty_cluster<1>, ctas, kThreads, ctas, dummy, false)); });
-    tm.row("16 csync", [&] { CK(launch_cl(empty_cluster<16>, ctas, kThreads, ctas, dummy, false)); });
-    tm.row("read once", [&] { CK(launch_cl(read_once<0>, ctas, kThreads, ctas, (const float*)x, kCols, (float*)dummy)); });
-    tm.row("read once, no cluster", [&] { read_once<0><<<ctas, kThreads>>>(x, kCols, (float*)dummy); });
-    tm.row("mass pass, fixed() FP64", [&] { CK(launch_cl(read_once<1>, ctas, kThreads, ctas, (const float*)x, kCols, (float*)dummy)); });
-    tm.row("mass pass, fixed_int", [&] { CK(launch_cl(read_once<2>, ctas, kThreads, ctas, (const float*)x, kCols, (float*)dummy)); });
-    tm.row("list levels x4 (256 items)", [&] { CK(launch_cl(list_levels<1>, ctas, kThreads, ctas, kCols, 256u, dummy)); });
-    tm.row("list levels x16 (256 items)", [&] { CK(launch_cl(list_levels<4>, ctas, kThreads, ctas, kCols, 256u, dummy)); });
+    tm.row("events only", [](const float*) {});
+    tm.row("empty cluster", [&](const float*) { CK(launch_cl(empty_cluster<0>, ctas, kThreads, ctas, dummy, false)); });
+    tm.row("empty + 1 csync", [&](const float*) { CK(launch_cl(empty_cluster<1>, ctas, kThreads, ctas, dummy, false)); });
+    tm.row("16 csync", [&](const float*) { CK(launch_cl(empty_cluster<16>, ctas, kThreads, ctas, dummy, false)); });
+    tm.row("read once", [&](const float* row) { CK(launch_cl(read_once<0>, ctas, kThreads, ctas, row, kCols, (float*)dummy)); });
+    tm.row("read once, no cluster", [&](const float* row) { read_once<0><<<ctas, kThreads>>>(row, kCols, (float*)dummy); });
+    tm.row("mass pass, fixed() FP64", [&](const float* row) { CK(launch_cl(read_once<1>, ctas, kThreads, ctas, row, kCols, (float*)dummy)); });
+    tm.row("mass pass, fixed_int", [&](const float* row) { CK(launch_cl(read_once<2>, ctas, kThreads, ctas, row, kCols, (float*)dummy)); });
+    tm.row("list levels x4 (256 items)", [&](const float*) { CK(launch_cl(list_levels<1>, ctas, kThreads, ctas, kCols, 256u, dummy)); });
+    tm.row("list levels x16 (256 items)", [&](const float*) { CK(launch_cl(list_levels<4>, ctas, kThreads, ctas, kCols, 256u, dummy)); });
   }
   {  // softmax as launch_normalize's cluster_plan takes it: P packs a thread, ctas CTAs of 512
     NormalizeArgs a{};
@@ -507,20 +533,24 @@ int main() {
     char what[48];
     snprintf(what, sizeof what, "softmax cluster (P %d, %d x 512)", p, nc);
     if (p != 8) printf("(softmax plan P = %d: this script launches P = 8)\n", p);
-    tm.row(what, [&] { CK(launch_cl(normalize_regs<float, 8, true>, unsigned(nc), kNormThreads, unsigned(nc), a)); });
+    tm.row(what, [&](const float* row) {
+      NormalizeArgs b = a;
+      b.x = row;
+      CK(launch_cl(normalize_regs<float, 8, true>, unsigned(nc), kNormThreads, unsigned(nc), b));
+    });
   }
   for (const Mix& m : mixes) {
     const SampleArgs a = args(m, 1234);
     char what[64];
     snprintf(what, sizeof what, "lib %s", m.name);
-    tm.row(what, [&] { CK(lib(a, ctas)); });
+    tm.row(what, [&](const float* row) { SampleArgs b = a; b.x = row; CK(lib(b, ctas)); });
   }
   for (const Mix& m : mixes) {
     const SampleArgs a = args(m, 1234);
     char what[64];
 #define STOP(S)                                                                          \
   snprintf(what, sizeof what, "stop%d %s", S, m.name);                                   \
-  tm.row(what, [&] { CK(launch_cl(sample_upto<S>, ctas, kThreads, ctas, a)); });
+  tm.row(what, [&](const float* row) { SampleArgs b = a; b.x = row; CK(launch_cl(sample_upto<S>, ctas, kThreads, ctas, b)); });
     STOP(1) STOP(2) STOP(3) STOP(4) STOP(5) STOP(7)
 #undef STOP
   }
@@ -533,7 +563,7 @@ int main() {
       char what[64];
       if (c == 1) snprintf(what, sizeof what, "lib %s 1 CTA", mixes[mi].name);
       else snprintf(what, sizeof what, "lib %s c%d", mixes[mi].name, c);
-      tm.row(what, [&] { CK(lib(a, c)); });
+      tm.row(what, [&](const float* row) { SampleArgs b = a; b.x = row; CK(lib(b, c)); });
     }
   }
   return 0;
