@@ -19,13 +19,15 @@ $NV scripts/cuda_hadamard_bw.cu -o /tmp/hadbw > $O/nvcc_had.txt 2>&1 & P2=$!
 $NV -fmad=false scripts/cuda_act_bw.cu -o /tmp/actbw > $O/nvcc_act.txt 2>&1 & P3=$!
 $NV -fmad=false scripts/cuda_dequant_bw.cu -o /tmp/dqbw > $O/nvcc_dq.txt 2>&1 & P4=$!
 $NV scripts/cuda_decode_bw.cu -o /tmp/decbw > $O/nvcc_dec.txt 2>&1 & P5=$!
-wait $P1 $P2 $P3 $P4 $P5
+$NV scripts/cuda_sample_bw.cu -o /tmp/smpbw > $O/nvcc_smp.txt 2>&1 & P6=$!
+wait $P1 $P2 $P3 $P4 $P5 $P6
 echo "microbench compiled at $(( $(date +%s) - T0 )) s"
 timeout 100 /tmp/gemvbw > $O/gemv.txt 2>&1; echo "gemv rc $?"
 timeout 40 /tmp/hadbw > $O/had.txt 2>&1; echo "had rc $?"
 timeout 40 /tmp/actbw > $O/act.txt 2>&1; echo "act rc $?"
 timeout 60 /tmp/dqbw > $O/dequant.txt 2>&1; echo "dequant rc $?"
 timeout 60 /tmp/decbw > $O/decode.txt 2>&1; echo "decode rc $?"
+timeout 60 /tmp/smpbw > $O/sample.txt 2>&1; echo "sample rc $?"
 echo "microbench done at $(( $(date +%s) - T0 )) s"
 wait $B; tail -1 $O/build.log
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site /tmp/whl/braze-*.whl || { tail -30 $O/build.log; exit 1; }
