@@ -424,7 +424,8 @@ template <class D> int32_t sample_row_radix(const SampleArgs& a, int64_t r, Work
 
 struct SampleWorkspace {
   std::vector<float> bmax, kth, ke;
-  std::vector<int32_t> bins;
+  std::vector<int32_t> bins, bstart;
+  std::vector<uint16_t> vmask;
   std::vector<double> bsum;
   rowsel::List list, bin_list;
   rowsel::Sketch sketch;
@@ -474,19 +475,33 @@ __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n
   const float big_e = big_threshold(ws.bmax.data(), (n + kBlock - 1) / kBlock, all);
   // Without min-p (and with no cut yet) every e is kept: the passes skip the filter.
   const bool filter = all.mp > 0 || all.cut > -kInf;
+  // With T = 1 the passes skip the multiply by 1 / T (the same bits).
+  const bool unit = all.it[0] == 1.f;
   if (filter)
-    sketch_row<D, true>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
+    sketch_row<D, true, false>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
+  else if (unit)
+    sketch_row<D, false, true>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
   else
-    sketch_row<D, false>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
+    sketch_row<D, false, false>(x, n, all, big_e, ws.bmax.data(), ws.sketch);
   int lo, hi;
   if (!sketch_window(ws.sketch, p, lo, hi)) return -2;
   List& L = ws.list;
   double mass = 0;
-  const int64_t listed = filter ? exp_window_pass<D, true>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next)
-                                : exp_window_pass<D, false>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next);
+  const int64_t nb = (n + kSumBlock - 1) / kSumBlock;
+  constexpr int64_t kVecs = kSumBlock / W;
+  ws.vmask.resize(size_t(nb * kVecs));
+  ws.bstart.resize(size_t(nb + 1));
+  uint16_t* vmask = ws.vmask.data();
+  const int32_t* bstart = ws.bstart.data();
+  const int64_t listed =
+      filter ? exp_window_pass<D, true, false>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next, vmask,
+                                               ws.bstart.data())
+      : unit ? exp_window_pass<D, false, true>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next, vmask,
+                                               ws.bstart.data())
+             : exp_window_pass<D, false, false>(x, n, all, lo, hi, ws.bsum.data(), mass, L, cap, next, vmask,
+                                                ws.bstart.data());
   if (listed < 0) return -2;
   const double target = p * mass;
-  const int64_t nb = (n + kSumBlock - 1) / kSumBlock;
   double above = 0;
   for (int64_t b = 0; b < nb; ++b) above += ws.bsum[size_t(b)];
   if (above >= target) return -2;  // the crossing lies above the window
@@ -506,7 +521,6 @@ __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n
   std::fill(g0 + lo, g0 + hi + 1, 0.0);
   std::fill(g1 + lo, g1 + hi + 1, 0.0);
   const float* le = L.e.data();
-  const int32_t* li = L.idx.data();
   size_t i = 0;
   for (; i + 2 <= len; i += 2) {
     g0[bins[i]] += le[i];
@@ -539,6 +553,28 @@ __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n
   ws.ke.resize(len + W);
   float* ke = ws.ke.data();
   const vi bv = vi{} + bin;
+  // Entry j's index: its block b (bstart[b] <= j < bstart[b + 1]), then the vector of the
+  // block and the lane by the vectors' masks; the entries come in index order, so (b, q) only
+  // move forward.
+  int64_t cb = 0, cq = 0;
+  size_t cbase = 0;  // entries before vector (cb, cq)
+  const auto index_of = [&](size_t j) -> int32_t {
+    if (!(size_t(bstart[cb + 1]) > j)) {
+      while (!(size_t(bstart[cb + 1]) > j)) ++cb;
+      cq = 0;
+      cbase = size_t(bstart[cb]);
+    }
+    for (;;) {
+      uint32_t m = vmask[cb * kVecs + cq];
+      const size_t pc = size_t(__builtin_popcount(m));
+      if (j < cbase + pc) {
+        for (size_t r = j - cbase; r; --r) m &= m - 1;
+        return int32_t(cb * kSumBlock + cq * W + __builtin_ctz(m));
+      }
+      cbase += pc;
+      ++cq;
+    }
+  };
   for (i = 0; i < len; i += W) {
     vi b;
     vf e;
@@ -550,8 +586,9 @@ __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n
     if (len - i < size_t(W)) hit &= (1u << (len - i)) - 1;
     for (; hit; hit &= hit - 1) {
       const size_t j = i + size_t(__builtin_ctz(hit));
-      B.idx.push_back(li[j]);
-      B.val.push_back(load_n<D>(x + li[j], 1)[0]);
+      const int32_t at = index_of(j);
+      B.idx.push_back(at);
+      B.val.push_back(load_n<D>(x + at, 1)[0]);
       B.e.push_back(le[j]);
     }
   }
@@ -559,33 +596,31 @@ __attribute__((noinline)) int32_t top_p_window(const typename D::T* x, int64_t n
   // 16 binades (and not the last bin, which holds e down to the denormals), every partial sum
   // of a block's (at most 256) e is exact in a double, so four accumulators give the sum one
   // gives in index order, without its chain of dependent adds.
+  // A block's entries are [bstart[b], bstart[b + 1]).
   if (hi < kEBins - 1 && (hi >> 6) - (lo >> 6) <= 16) {
-    for (i = 0; i < len;) {
-      const int64_t blk = int64_t(uint32_t(li[i])) / kSumBlock;
-      const int32_t end = int32_t(std::min<int64_t>((blk + 1) * kSumBlock, INT32_MAX));
+    for (int64_t b = 0; b < nb; ++b) {
+      size_t j = size_t(bstart[b]);
+      const size_t end = size_t(bstart[b + 1]);
+      if (j == end) continue;
       double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-      for (; i + 4 <= len && li[i + 3] < end; i += 4) {
-        a0 += double(ke[i]);
-        a1 += double(ke[i + 1]);
-        a2 += double(ke[i + 2]);
-        a3 += double(ke[i + 3]);
+      for (; j + 4 <= end; j += 4) {
+        a0 += double(ke[j]);
+        a1 += double(ke[j + 1]);
+        a2 += double(ke[j + 2]);
+        a3 += double(ke[j + 3]);
       }
-      for (; i < len && li[i] < end; ++i) a0 += double(ke[i]);
-      bs[blk] += (a0 + a1) + (a2 + a3);
+      for (; j < end; ++j) a0 += double(ke[j]);
+      bs[b] += (a0 + a1) + (a2 + a3);
     }
   } else {
-    int64_t cur = -1;
-    double acc = 0;
-    for (i = 0; i < len; ++i) {
-      const int64_t blk = int64_t(uint32_t(li[i])) / kSumBlock;
-      if (blk != cur) {
-        if (cur >= 0) bs[cur] += acc;
-        cur = blk;
-        acc = 0;
-      }
-      acc += double(ke[i]);
+    for (int64_t b = 0; b < nb; ++b) {
+      size_t j = size_t(bstart[b]);
+      const size_t end = size_t(bstart[b + 1]);
+      if (j == end) continue;
+      double acc = 0;
+      for (; j < end; ++j) acc += double(ke[j]);
+      bs[b] += acc;
     }
-    if (cur >= 0) bs[cur] += acc;
   }
   const float cut = list_cut(B, above_bin, target);
   for (size_t j = 0; j < B.size(); ++j)

@@ -261,10 +261,15 @@ inline int64_t list_draw(const List& L, float cut, float u) {
 }
 
 // ---------------------------------------------------------------- row mass
+
 struct Mass {
   const float mp, cut;  // kept: e >= mp and x >= cut
   const vf mm, it;
-  vf e_of(vf v) const { return vexp((v - mm) * it); }
+  // x <= m (the row max; the sampler's rows hold no NaN) and 1 / T > 0 give z <= 0 (or
+  // NaN when 1 / T is inf): vexp_nonpos's bits are vexp's there.
+  vf e_of(vf v) const { return vexp_nonpos((v - mm) * it); }
+  // The same where 1 / T is 1: (v - m) * 1 is v - m, bit for bit.
+  template <bool Unit> vf e_of(vf v) const { return Unit ? vexp_nonpos(v - mm) : e_of(v); }
   vf kept(vf v, vf e) const { return select((e >= splat(mp)) & (v >= splat(cut)), e, vf{}); }
 };
 
@@ -352,80 +357,117 @@ struct Sketch {
   float sampled[kEBins], big[kEBins];  // sampled: every kSampleEvery-th vector, elements below big_e
 };
 
-// Adds every lane of e into hist by bin, lanes taken out of the registers in
-// an unrolled loop: through a stack copy it ran slower, as if each 4-byte load
-// of a lane waited for the whole vector's store (no forwarding; inferred from
-// the profile and the speed-up, not measured by a counter).
-inline void scatter_all(float* hist, vf e) {
-  const vi bv = ebin(e);
-#pragma GCC unroll 16
-  for (int l = 0; l < W; ++l) hist[bv[l]] += e[l];
-}
-
 // The kept e of a vector: with Filter, e >= min-p and x >= cut; without, every e.
-template <bool Filter> inline vf kept_e(vf v, const Mass& ms) {
-  const vf ex = ms.e_of(v);
+template <bool Filter, bool Unit = false> inline vf kept_e(vf v, const Mass& ms) {
+  const vf ex = ms.template e_of<Unit>(v);
   return Filter ? ms.kept(v, ex) : ex;
 }
 
 // The sketch of the row x[n] with block maxima bmax[ceil(n / kBlock)]. Each
 // histogram is added to in index order.
-template <class D, bool Filter> void sketch_row(const typename D::T* x, int64_t n, const Mass& ms, float big_e,
+template <class D, bool Filter, bool Unit> void sketch_row(const typename D::T* x, int64_t n, const Mass& ms, float big_e,
                                                 const float* bmax, Sketch& sk) {
   std::fill(sk.sampled, sk.sampled + kEBins, 0.f);
   std::fill(sk.big, sk.big + kEBins, 0.f);
   const vf big = splat(big_e);
   static_assert(W < 32, "a lane mask in a uint32_t");
   constexpr uint32_t kAll = (1u << W) - 1;
-  for (int64_t i = 0; i < n; i += W * kSampleEvery) {
-    const vf k = kept_e<Filter>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
-    scatter_all(sk.sampled, select(k >= big, vf{}, k));  // a big lane adds +0: no change
+  // The sampled vectors' (bin, e) are stored a batch of kSampleBatch vectors at a time and then
+  // added lane by lane in the same order: read well after their stores, the lanes are not held
+  // back by store forwarding, and no lane is taken out of a register by a shuffle.
+  {
+    constexpr int64_t kSampleBatch = 32;
+    alignas(64) int32_t sb[kSampleBatch * W];
+    alignas(64) float se[kSampleBatch * W];
+    const int64_t step = W * kSampleEvery;
+    for (int64_t i0 = 0; i0 < n; i0 += step * kSampleBatch) {
+      int64_t got = 0;
+      for (int64_t i = i0; i < n && i < i0 + step * kSampleBatch; i += step, got += W) {
+        const vf k = kept_e<Filter, Unit>(ld<D>(x, i, std::min<int64_t>(W, n - i), -kInf), ms);
+        const vf kk = select(k >= big, vf{}, k);  // a big lane adds +0: no change
+        const vi bv = ebin(kk);
+        memcpy(sb + got, &bv, sizeof bv);
+        memcpy(se + got, &kk, sizeof kk);
+      }
+      for (int64_t j = 0; j < got; ++j) sk.sampled[sb[j]] += se[j];
+    }
   }
   // Big elements: z = (x - m) / T >= log(big_e) (less a margin for the exp's rounding) picks
-  // the blocks, by their max, and then the vectors whose e are tested. Their (bin, e) are
+  // the blocks, by their max, and then the elements whose e are tested. Their (bin, e) are
   // queued and added in index order a batch at a time: read back right after the vector's
-  // store, a lane seemed to wait for the store (as in scatter_all).
+  // store, a lane seemed to wait for the store (as the sampled vectors above did).
   const vf zb = splat(float(std::log(double(big_e)) - 1e-3)), mm = ms.mm, it = ms.it;
   constexpr size_t kBatch = 512;
-  alignas(64) int32_t qb[kBatch + W];
-  alignas(64) float qe[kBatch + W];
+  alignas(64) int32_t qb[kBatch + kBlock + W];
+  alignas(64) float qe[kBatch + kBlock + W];
   size_t queued = 0;
   const auto drain = [&] {
     for (size_t i = 0; i < queued; ++i) sk.big[qb[i]] += qe[i];
     queued = 0;
   };
   const int64_t nb = (n + kBlock - 1) / kBlock;
+#if defined(__AVX512F__)
+  // The candidates (values with z >= zb) of the chosen blocks are compressed into cv without a
+  // branch a vector (one mispredicted at random there), then their e computed a vector at a time
+  // and the big ones added, all in index order as before.
+  alignas(64) float cv[kBatch + kBlock + W];
+  size_t nc = 0;
+  const auto flush = [&] {
+    for (size_t q = 0; q < nc; q += W) {
+      const vf k = kept_e<Filter, Unit>(ld<F32>(cv, int64_t(q), std::min<int64_t>(W, int64_t(nc - q)), -kInf), ms);
+      const vi bins = ebin(k);
+      memcpy(qb + q, &bins, sizeof bins);
+      memcpy(qe + q, &k, sizeof k);
+    }
+    const float be = big_e;
+    for (size_t q = 0; q < nc; ++q)
+      if (qe[q] >= be) sk.big[qb[q]] += qe[q];
+    nc = 0;
+  };
+  __m512 zbz, mmz, itz;
+  memcpy(&zbz, &zb, sizeof zbz);
+  memcpy(&mmz, &mm, sizeof mmz);
+  memcpy(&itz, &it, sizeof itz);
+#endif
   for (int64_t j0 = 0; j0 < nb; j0 += W) {
     const int64_t c = std::min<int64_t>(W, nb - j0);
     uint32_t blocks = mask_bits((ld<F32>(bmax, j0, c, -kInf) - mm) * it >= zb) & (c == W ? kAll : (1u << c) - 1);
     for (; blocks; blocks &= blocks - 1) {
       const int64_t b0 = (j0 + __builtin_ctz(blocks)) * kBlock, end = std::min(b0 + kBlock, n);
+#if defined(__AVX512F__)
+      if (end - b0 == kBlock) {
+        for (int64_t i = b0; i < end; i += W) {
+          const vf vv = load<D>(x + i);
+          __m512 v;
+          memcpy(&v, &vv, sizeof v);
+          const __mmask16 zm = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_sub_ps(v, mmz), itz), zbz, _CMP_GE_OQ);
+          _mm512_storeu_ps(cv + nc, _mm512_maskz_compress_ps(zm, v));
+          nc += size_t(__builtin_popcount(zm));
+        }
+        if (nc >= kBatch) flush();
+        continue;
+      }
+      flush();  // the partial block below goes through the queue: keep index order
+#endif
       for (int64_t i = b0; i < end; i += W) {
         const vf v = ld<D>(x, i, std::min<int64_t>(W, end - i), -kInf);
         if (!mask_bits((v - mm) * it >= zb)) continue;
-        const vf k = kept_e<Filter>(v, ms);
+        const vf k = kept_e<Filter, Unit>(v, ms);
         const uint32_t bigs = mask_bits(k >= big);
         if (!bigs) continue;
         const vi bins = ebin(k);
-#if defined(__AVX512F__)
-        __m512i bz;
-        __m512 kz;
-        memcpy(&bz, &bins, sizeof bz);
-        memcpy(&kz, &k, sizeof kz);
-        _mm512_storeu_si512(qb + queued, _mm512_maskz_compress_epi32(__mmask16(bigs), bz));
-        _mm512_storeu_ps(qe + queued, _mm512_maskz_compress_ps(__mmask16(bigs), kz));
-        queued += size_t(__builtin_popcount(bigs));
-#else
         for (uint32_t r = bigs; r; r &= r - 1) {
           const int l = __builtin_ctz(r);
           qb[queued] = bins[l];
           qe[queued++] = k[l];
         }
-#endif
         if (queued >= kBatch) drain();
       }
     }
   }
+#if defined(__AVX512F__)
+  flush();
+#endif
   drain();
 }
 
@@ -503,16 +545,14 @@ inline bool sketch_window(const Sketch& sk, double p, int& lo, int& hi) {
 // vectors that hold some. Prefetches `next` (the next row, same length) for
 // the following row's first pass. Plain loops: an accumulator captured by a
 // lambda that also stores is kept in memory.
-template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, int64_t n, const Mass& ms, int lo,
+template <class D, bool Filter, bool Unit> int64_t exp_window_pass(const typename D::T* x, int64_t n, const Mass& ms, int lo,
                                                         int hi, double* bsum, double& total, List& L, size_t cap,
-                                                        const typename D::T* next) {
+                                                        const typename D::T* next, uint16_t* vmask,
+                                                        int32_t* bstart) {
   constexpr int kVecs = int(kSumBlock / W);
-  if (L.idx.size() < cap + W) {
-    L.idx.resize(cap + W);
-    L.e.resize(cap + W);
-  }
+  static_assert(W <= 16, "a vector's lane mask in a uint16_t");
+  if (L.e.size() < cap + W) L.e.resize(cap + W);
   L.val.clear();
-  int32_t* li = L.idx.data();
   float* le = L.e.data();
   size_t count = 0;
   total = 0;
@@ -521,6 +561,7 @@ template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, 
   const Mass mr{ms.mp, ms.cut, ms.mm, ms.it};  // in registers: the list's stores could alias ms
   for (int64_t b0 = 0, b = 0; b0 < n; b0 += kSumBlock, ++b) {
     const int64_t len = std::min(kSumBlock, n - b0);
+    bstart[b] = int32_t(count);
     vf all{}, above{};
     uint32_t bits[kVecs];
     uint32_t any = 0;
@@ -531,7 +572,7 @@ template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, 
       const __m512 va = _mm512_set1_ps(ta[0]), vb = _mm512_set1_ps(tb[0]);
       for (int q = 0; q < kVecs; ++q) {
         if (next && (q * W * sizeof(*x)) % 64 == 0) __builtin_prefetch(next + b0 + q * W);
-        const vf k = kept_e<Filter>(load<D>(x + b0 + q * W), mr);
+        const vf k = kept_e<Filter, Unit>(load<D>(x + b0 + q * W), mr);
         __m512 km;
         memcpy(&km, &k, sizeof km);
         _mm512_store_ps(kb + q * W, km);
@@ -548,7 +589,7 @@ template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, 
       for (int64_t j = 0, q = 0; j < len; j += W, ++q) {
         const int64_t c = std::min<int64_t>(W, len - j);
         if (next && (j * sizeof(*x)) % 64 == 0) __builtin_prefetch(next + b0 + j);
-        const vf k = kept_e<Filter>(ld<D>(x + b0, j, c, -kInf), mr);
+        const vf k = kept_e<Filter, Unit>(ld<D>(x + b0, j, c, -kInf), mr);
         memcpy(kb + j, &k, sizeof k);
         all += k;
         const vi up = k > ta;
@@ -571,22 +612,16 @@ template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, 
       got += size_t(__builtin_popcount(bits[q]));
     }
     if (count + got > cap) return -1;
+    for (int64_t q = 0; q < vecs; ++q) vmask[b * kVecs + q] = uint16_t(bits[q]);
     const auto put = [&](int64_t q) {
       const uint32_t m = bits[q];
       const int64_t j = q * W;
 #if defined(__AVX512F__)
-      // The register form of compress (the memory form is slow on some cores); the lists have W spare slots.
-      const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(int32_t(b0 + j)),
-                                          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-      _mm512_storeu_si512(li + count, _mm512_maskz_compress_epi32(__mmask16(m), at));
+      // The register form of compress (the memory form is slow on some cores); the list has W spare slots.
       _mm512_storeu_ps(le + count, _mm512_maskz_compress_ps(__mmask16(m), _mm512_load_ps(kb + j)));
 #else
       size_t o = count;
-      for (uint32_t r = m; r; r &= r - 1) {
-        const int64_t l = j + __builtin_ctz(r);
-        li[o] = int32_t(b0 + l);
-        le[o++] = kb[l];
-      }
+      for (uint32_t r = m; r; r &= r - 1) le[o++] = kb[j + __builtin_ctz(r)];
 #endif
       count += size_t(__builtin_popcount(m));
     };
@@ -596,6 +631,7 @@ template <class D, bool Filter> int64_t exp_window_pass(const typename D::T* x, 
       for (int64_t q = 0; q < vecs; ++q) put(q);
     }
   }
+  bstart[(n + kSumBlock - 1) / kSumBlock] = int32_t(count);
   return int64_t(count);
 }
 

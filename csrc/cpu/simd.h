@@ -286,11 +286,13 @@ alignas(64) inline constexpr float kExp2Sixteenths[16] = {
     1.189207115002721f, 1.241857812073484f, 1.2968395546510096f, 1.3542555469368927f,
     1.4142135623730951f, 1.4768261459394993f, 1.5422108254079407f, 1.6104903319492543f,
     1.681792830507429f, 1.7562521603732995f, 1.8340080864093424f, 1.9152065613971474f};
-inline vf vexp(vf x) {
+// ClampTop = false (vexp_nonpos below): the same less the upper clamp min(89, x).
+template <bool ClampTop = true> inline vf vexp_t(vf x) {
   __m512 v;
   memcpy(&v, &x, sizeof v);
   const __m512 magic = _mm512_set1_ps(12582912.f);  // 1.5 * 2^23: adding it rounds to an integer
-  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), v));
+  __m512 xc = _mm512_max_ps(_mm512_set1_ps(-104.f), v);
+  if constexpr (ClampTop) xc = _mm512_min_ps(_mm512_set1_ps(89.f), xc);
   const __m512 nm = _mm512_fmadd_ps(xc, _mm512_set1_ps(16 * 1.44269504088896341f), magic);  // n + magic
   const __m512 k = _mm512_fmadd_ps(nm, _mm512_set1_ps(1.f / 16), _mm512_set1_ps(-12582912.f / 16));  // n/16, exact
   __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);  // ln2 in two parts: k * hi is exact
@@ -303,6 +305,10 @@ inline vf vexp(vf x) {
   memcpy(&out, &res, sizeof out);
   return out;
 }
+inline vf vexp(vf x) { return vexp_t<true>(x); }
+// vexp(z) for z <= 0, -inf or NaN with one operation fewer: min(89, z) is z
+// for every such z (NaN: min returns its second operand), so the same bits.
+inline vf vexp_nonpos(vf x) { return vexp_t<false>(x); }
 #elif defined(__AVX2__) && defined(__FMA__)
 // The same with 8 lanes: n/8 steps and an 8-entry table (vpermps), a quartic
 // for e^r (|r| <= ln2/16, truncation 1.3e-9), and 2^floor(n/8) applied in two
@@ -347,6 +353,9 @@ inline vf vexp(vf x) {
   res = select(over, splat(__builtin_inff()), select(under, splat(0.f), res));
   return select(nan, x, res);
 }
+#endif
+#if !defined(__AVX512F__)
+inline vf vexp_nonpos(vf x) { return vexp(x); }
 #endif
 
 }  // namespace braze::cpu::BRAZE_ISA
