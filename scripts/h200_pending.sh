@@ -20,7 +20,7 @@ $NV -fmad=false scripts/cuda_act_bw.cu -o /tmp/actbw > $O/nvcc_act.txt 2>&1 & P3
 $NV -fmad=false scripts/cuda_dequant_bw.cu -o /tmp/dqbw > $O/nvcc_dq.txt 2>&1 & P4=$!
 $NV scripts/cuda_decode_bw.cu -o /tmp/decbw > $O/nvcc_dec.txt 2>&1 & P5=$!
 $NV scripts/cuda_sample_bw.cu -o /tmp/smpbw > $O/nvcc_smp.txt 2>&1 & P6=$!
-nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I scripts scripts/cuda_gemm_wgmma.cu -lcublas -o /tmp/gemmw > $O/nvcc_gemm.txt 2>&1 || nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I scripts scripts/cuda_gemm_wgmma.cu -o /tmp/gemmw >> $O/nvcc_gemm.txt 2>&1 & P7=$!
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I csrc -I shaders -I scripts scripts/cuda_gemm_wgmma.cu -lcublas -o /tmp/gemmw > $O/nvcc_gemm.txt 2>&1 || nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I csrc -I shaders -I scripts scripts/cuda_gemm_wgmma.cu -o /tmp/gemmw >> $O/nvcc_gemm.txt 2>&1 & P7=$!
 wait $P1 $P2 $P3 $P4 $P5 $P6 $P7
 echo "microbench compiled at $(( $(date +%s) - T0 )) s"
 timeout 45 /tmp/gemmw > $O/gemm.txt 2>&1; echo "gemm rc $?"; cat $O/gemm.txt
