@@ -91,7 +91,7 @@ def test_every_registry_op_has_a_torch_op():
         assert not (d.inplace and d.outs), name
     # the quant formats share one op per native entry point
     assert {bt.SHARED[s.name] for s in SPECS if s.family == "quant"} == {
-        "dequantize", "quantize", "quantize_activations", "matmul"}
+        "dequantize", "quantize", "quantize_activations", "matmul", "matmul_w8a8"}
     assert bt.OPS["append_kv"].inplace == ("k_cache", "v_cache")
 
 

@@ -8,6 +8,7 @@
 #include "core/ops.h"
 #include "core/quant.h"
 #include "core/quant_mx.h"
+#include "core/quant_w8a8.h"
 #include "core/rope.h"
 #include "core/sampling.h"
 
@@ -52,11 +53,13 @@ struct AttentionLaunchers {
 void bind_attention(nb::module_& m, const AttentionLaunchers& l);
 
 // The quant family: one argument block per kernel kind; a backend without a
-// matmul kernel yet leaves it empty and bind_quant binds no `matmul`.
+// matmul kernel yet leaves it empty and bind_quant binds no `matmul` (the same
+// for `matmul_w8a8`, the product of quantized x and an int8 / fp8 weight).
 struct QuantLaunchers {
   Launcher<quant::DequantArgs> dequantize;
   Launcher<quant::QuantArgs> quantize;
   Launcher<quant::MatmulArgs> matmul = {};
+  Launcher<quant::W8A8Args> matmul_w8a8 = {};
 };
 void bind_quant(nb::module_& m, const QuantLaunchers& l);
 void bind_quant_activations(nb::module_& m, const Launcher<quant::ActQuantArgs>& l);

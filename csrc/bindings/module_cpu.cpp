@@ -47,7 +47,8 @@ NB_MODULE(_cpu, m) {
                            launcher<attention::MergeArgs, cpu::merge_states_run>()});
   bind::bind_quant(m, {launcher<quant::DequantArgs, cpu::dequantize_run>(),
                        launcher<quant::QuantArgs, cpu::quantize_run>(),
-                       launcher<quant::MatmulArgs, cpu::matmul_run>()});
+                       launcher<quant::MatmulArgs, cpu::matmul_run>(),
+                       launcher<quant::W8A8Args, cpu::matmul_w8a8_run>()});
   bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, cpu::quantize_activations_run>());
 
   m.def("isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },

@@ -32,7 +32,8 @@ NB_MODULE(_cuda, m) {
   bind::bind_sampling(m, {launcher(cuda::normalize_run), launcher(cuda::argmax_run), launcher(cuda::mask_run),
                           launcher(cuda::penalties_run), launcher(cuda::sample_run), launcher(cuda::philox_run)});
   bind::bind_ops(m, {launcher(cuda::act_run), launcher(cuda::embedding_run), launcher(cuda::hadamard_run)});
-  bind::bind_quant(m, {launcher(cuda::dequantize_run), launcher(cuda::quantize_run), launcher(cuda::matmul_run)});
+  bind::bind_quant(m, {launcher(cuda::dequantize_run), launcher(cuda::quantize_run), launcher(cuda::matmul_run),
+                       launcher(cuda::matmul_w8a8_run)});
   bind::bind_quant_activations(m, launcher(cuda::quantize_activations_run));
   bind::bind_attention(m, {launcher(cuda::append_kv_run), launcher(cuda::decode_run), launcher(cuda::prefill_run),
                            launcher(cuda::merge_states_run)});

@@ -39,6 +39,18 @@ void bind_quant(nb::module_& m, const QuantLaunchers& l) {
   }, nb::arg("format"), nb::arg("w"), nb::arg("data"), nb::arg("scales").none(), nb::arg("biases").none(),
      nb::arg("tensor_scale").none(), nb::arg("group") = 0, nb::arg("scale_rule") = 0, nb::arg("stream") = 0);
 
+  if (l.matmul_w8a8.launch || l.matmul_w8a8.launch_arrays) {
+    const Launcher<quant::W8A8Args> w8 = l.matmul_w8a8;
+    m.def("matmul_w8a8", [w8](const std::string& format, Array x, Array x_scale, Array data, Array scales,
+                              OptArray bias, Array out, uintptr_t stream) {
+      Tensor tx = tensor("x", x), txs = tensor("x_scale", x_scale), td = tensor("data", data),
+             ts = tensor("scales", scales), tbias = tensor("bias", bias), to = tensor("out", out);
+      auto a = quant::prepare_matmul_w8a8(format, tx, txs, td, ts, tbias, to);
+      w8.run(a, {&tx, &txs, &td, &ts, &tbias, &to}, stream);
+    }, nb::arg("format"), nb::arg("x"), nb::arg("x_scale"), nb::arg("data"), nb::arg("scales"), nb::arg("bias").none(),
+       nb::arg("out"), nb::arg("stream") = 0,
+       "out[M, N] = x_scale[M] w_scale[N] (x[M, K] . W[N, K]^T) (+ bias): int8 x int8, e4m3 x e4m3 / e5m2.");
+  }
   if (!l.matmul.launch && !l.matmul.launch_arrays) return;
   const Launcher<quant::MatmulArgs> mm = l.matmul;
   m.def("matmul", [mm](const std::string& format, Array x, Array data, OptArray scales, OptArray biases,

@@ -11,7 +11,7 @@
 
 namespace braze::quant {
 
-#define BRAZE_QUANT_OPS(X) X(dequantize) X(quantize) X(matmul)
+#define BRAZE_QUANT_OPS(X) X(dequantize) X(quantize) X(matmul) X(matmul_w8a8)
 BRAZE_DECLARE_OPS(BRAZE_QUANT_OPS)
 
 // Whether this build has the format's kernels (its group registered in core/quant.cpp).

@@ -8,6 +8,7 @@
 
 #include "core/quant.h"
 #include "core/quant_mx.h"
+#include "core/quant_w8a8.h"
 
 namespace braze::cuda {
 void dequantize_run(const quant::DequantArgs& a, uintptr_t stream);
@@ -15,4 +16,6 @@ void quantize_run(const quant::QuantArgs& a, uintptr_t stream);
 void quantize_activations_run(const quant::ActQuantArgs& a, uintptr_t stream);
 // out = x W^T (+ bias): csrc/cuda/quant_matmul.cu.
 void matmul_run(const quant::MatmulArgs& a, uintptr_t stream);
+// W8A8 (quantized x, int8 / fp8 weight): csrc/cuda/quant_w8a8.cu.
+void matmul_w8a8_run(const quant::W8A8Args& a, uintptr_t stream);
 }  // namespace braze::cuda

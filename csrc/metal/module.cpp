@@ -65,7 +65,8 @@ NB_MODULE(_metal, m) {
                      launcher<ops::HadamardArgs, metal::plan_hadamard>()});
   bind::bind_quant(m, {launcher<quant::DequantArgs, metal::plan_dequantize>(),
                        launcher<quant::QuantArgs, metal::plan_quantize>(),
-                       launcher<quant::MatmulArgs, metal::plan_matmul>()});
+                       launcher<quant::MatmulArgs, metal::plan_matmul>(),
+                       launcher<quant::W8A8Args, metal::plan_matmul_w8a8>()});
   bind::bind_quant_activations(m, launcher<quant::ActQuantArgs, metal::plan_quantize_activations>());
   bind::bind_attention(m, {checked_launcher<attention::AppendKvArgs, metal::plan_append_kv, attention::check_slots>(),
                            checked_launcher<attention::DecodeArgs, metal::plan_decode, check_decode>(),

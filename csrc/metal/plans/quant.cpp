@@ -284,3 +284,50 @@ Plan plan_matmul(const quant::MatmulArgs& a) {
 }
 
 }  // namespace braze::metal
+
+namespace braze::metal {
+
+Plan plan_matmul_w8a8(const quant::W8A8Args& a) {
+  Plan plan;
+  const quant::DequantArgs& w = a.w;
+  if (!float_dtype(a.dtype)) plan.error = "no Metal matmul_w8a8 kernel for this out dtype";
+  else if (!fits({a.m, w.rows, w.cols, a.x_stride, w.data_stride, a.out_stride}))
+    plan.error = "sizes or strides out of range (the Metal kernels take them in [0, 2^32))";
+  if (!plan.error.empty() || a.m == 0 || w.rows == 0) return plan;
+
+  W8A8Params p{};
+  p.m = std::uint32_t(a.m);
+  p.n = std::uint32_t(w.rows);
+  p.k = std::uint32_t(w.cols);
+  p.x_stride = std::uint32_t(a.x_stride);
+  p.w_stride = std::uint32_t(w.data_stride);
+  p.out_stride = std::uint32_t(a.out_stride);
+  p.w_group = w.group == quant::kFp8GroupTensor ? QUANT_FP8_TENSOR : QUANT_FP8_ROW;
+  p.has_bias = a.bias ? 1u : 0u;
+
+  const bool gemv = a.m <= QMM_GEMV_MAX_ROWS;
+  Dispatch d;
+  d.kernel = std::string(gemv ? "matmul_w8a8_" : "matmul_w8a8_gemm_") + quant::info(w.format).name + "_" +
+             dtype_suffix(a.dtype);
+  if (gemv) {
+    d.threads[0] = 32 * QMM_GEMV_SIMDGROUPS;
+    d.threadgroups[0] = std::uint32_t((w.rows + QMM_GEMV_SIMDGROUPS - 1) / QMM_GEMV_SIMDGROUPS);
+  } else {
+    d.threads[0] = QMM_GEMM_THREADS;
+    d.threadgroups[0] = std::uint32_t((w.rows + QMM_TILE - 1) / QMM_TILE);
+    d.threadgroups[1] = std::uint32_t((a.m + QMM_TILE - 1) / QMM_TILE);
+  }
+  const BufferRef x = plan.array(a.x, row_bytes(a.m, w.cols, a.x_stride, DType::u8));
+  const BufferRef xs = plan.array(a.x_scale, row_bytes(1, a.m, 1, DType::f32));
+  const BufferRef data = plan.array(w.data, row_bytes(w.rows, w.cols, w.data_stride, DType::u8));
+  const std::int64_t nscales = w.group == quant::kFp8GroupTensor ? 1 : w.rows;
+  const BufferRef scales = plan.array(w.scales, row_bytes(1, nscales, 1, DType::f32));
+  const BufferRef bias = a.bias ? plan.array(a.bias, row_bytes(1, w.rows, 1, a.dtype)) : xs;
+  const BufferRef out = plan.array(a.out, row_bytes(a.m, w.rows, a.out_stride, a.dtype), true);
+  d.buffers = {x, xs, data, scales, bias, out};
+  d.params = param_bytes(p);
+  plan.dispatches.push_back(d);
+  return plan;
+}
+
+}  // namespace braze::metal

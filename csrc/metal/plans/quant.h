@@ -3,6 +3,7 @@
 #pragma once
 #include "core/quant.h"
 #include "core/quant_mx.h"
+#include "core/quant_w8a8.h"
 #include "plan.h"
 
 namespace braze::metal {
@@ -16,6 +17,8 @@ Plan plan_quantize(const quant::QuantArgs& a);
 Plan plan_quantize_activations(const quant::ActQuantArgs& a);
 // matmul: the GEMV kernel for m <= QMM_GEMV_MAX_ROWS (16) rows of x, the GEMM kernel beyond.
 Plan plan_matmul(const quant::MatmulArgs& a);
+// matmul_w8a8 (quantized x): GEMV up to QMM_GEMV_MAX_ROWS rows, 32 x 32 tiles beyond.
+Plan plan_matmul_w8a8(const quant::W8A8Args& a);
 
 // Whether Metal quantizes format f (the formats of plan_quantize).
 bool metal_quantizes(quant::QFormat f);

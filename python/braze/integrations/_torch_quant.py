@@ -57,9 +57,18 @@ def matmul(x: "Array", data: "Array", scales: "Optional[Array]" = None, biases: 
                               group_size=group_size, out=out)
 
 
+def matmul_w8a8(x: "Array", x_scale: "Array", data: "Array", scales: "Array", *, format: str,
+                bias: "Optional[Array]" = None, out: "Optional[Array]" = None,
+                out_dtype: "Optional[str]" = None) -> "Array":
+    """braze.quant.matmul with quantized x (W8A8) on an int8 / fp8 weight's arrays."""
+    from ..quant import _w8a8
+
+    return _w8a8._matmul_w8a8_raw(x, x_scale, data, scales, format=format, bias=bias, out=out, out_dtype=out_dtype)
+
+
 # native entry point (QuantSpec.native) -> the function its torch op runs (and takes the schema of)
 ENTRIES = {"dequantize": dequantize, "quantize": quantize, "quantize_activations": quantize_activations,
-           "matmul": matmul}
+           "matmul": matmul, "matmul_w8a8": matmul_w8a8}
 
 _DTYPE_NAMES = {}
 
@@ -92,7 +101,12 @@ def substitutes(call):
     def traced_quantize_activations(x, format, *, out=None):
         return call("quantize_activations", x, format, out=out)
 
-    def traced_matmul(x, qw, *, bias=None, out=None):
+    def traced_matmul(x, qw, *, x_scale=None, bias=None, out=None, out_dtype=None):
+        if x_scale is not None:
+            if not isinstance(qw, _quant.QuantizedTensor):
+                raise ValueError(f"qw: quantized x multiplies a QuantizedTensor, got {type(qw).__name__}")
+            return call("matmul_w8a8", x, x_scale, qw.data, qw.scales, format=qw.format, bias=bias, out=out,
+                        out_dtype=_dtype_str(out_dtype) if out_dtype is not None else None)
         if isinstance(qw, _quant.QuantizedTensor):
             return call("matmul", x, qw.data, qw.scales, qw.biases, qw.tensor_scale, format=qw.format, bias=bias,
                         group_size=qw.group_size, out=out)

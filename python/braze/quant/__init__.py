@@ -24,7 +24,7 @@ from ._formats import FORMATS as _FORMATS, format_info as _format_info
 from ._gguf import load_gguf
 from ._mx import quantize_activations
 from ._tensor import QuantizedTensor
-from . import _mx
+from . import _mx, _w8a8
 
 if _TYPE_CHECKING:
     from typing import Optional
@@ -141,15 +141,29 @@ def _quantize_raw(w, *, format, out=None):
     return c.result(out)
 
 
-def matmul(x: "Array", qw: "QuantizedTensor | Array", *, bias: "Optional[Array]" = None,
-           out: "Optional[Array]" = None) -> "Array":
+def matmul(x: "Array", qw: "QuantizedTensor | Array", *, x_scale: "Optional[Array]" = None,
+           bias: "Optional[Array]" = None, out: "Optional[Array]" = None,
+           out_dtype: "Optional[str]" = None) -> "Array":
     """``x @ W.T (+ bias)``: ``x [..., K]`` (any leading axes; rows may be strided)
     float32 / float16 / bfloat16, ``W [N, K]`` a QuantizedTensor of any format (read
     packed: never dequantized to memory) or a plain float array of x's dtype. Returns
     ``[..., N]`` of x's dtype: float32 accumulation, ``bias [N]`` (x's dtype) added in
     float32, one rounding. On the CPU, by default (``int8_activations``) x is quantized to
     int8 blocks for the GGML formats, as llama.cpp does. ``out``: an
-    array of that shape and dtype (written and returned)."""
+    array of that shape and dtype (written and returned).
+
+    W8A8: ``x`` int8 levels or uint8 e4m3 codes and ``x_scale`` (f32, one per row), as
+    ``quantize_activations(x, "int8" | "fp8_e4m3")`` returns them, with a weight of format
+    ``int8`` (int8 x) or ``fp8_e4m3`` / ``fp8_e5m2`` (e4m3 x) scaled per row or per tensor:
+    ``y = x_scale[m] * w_scale[n] * sum_k xq wq (+ bias)``, summed exactly in int32 (int8;
+    K <= 131072) or in float32 (fp8), scaled in float32, one rounding to ``out_dtype``
+    (float32 / float16 / bfloat16; default bfloat16, or ``out``'s dtype). ``bias`` has the
+    out dtype. docs/quant.md, "W8A8"."""
+    if x_scale is not None or str(getattr(x, "dtype", "")).replace("torch.", "") in _w8a8.CODE_DTYPES:
+        return _w8a8.matmul(x, qw, x_scale, bias, out, out_dtype)
+    if out_dtype is not None and _w8a8._out_dtype(None, out_dtype) != _name_of_dtype(x, "x"):
+        raise ValueError(f"out_dtype applies to quantized x (W8A8); float x gives its own dtype "
+                         f"{_name_of_dtype(x, 'x')}, got out_dtype {out_dtype!r}")
     if isinstance(qw, QuantizedTensor):
         fmt, (n, k) = qw.format, qw.shape
         data, scales, biases, tensor_scale, group = qw.data, qw.scales, qw.biases, qw.tensor_scale, qw.group_size

@@ -198,3 +198,5 @@ for _fmt in FORMATS:
         bench_shapes=MATMUL_BENCH, layouts=("contiguous", "strided", "broadcast", "misaligned"), native="matmul",
         err_bound=None if _fmt == "dense" else _err_bound(_fmt),
     ))
+
+from . import quant_w8a8  # noqa: E402,F401  matmul of quantized x (W8A8), which takes MATMUL_TOL / MATMUL_BENCH

@@ -93,3 +93,14 @@ struct MatmulParams {
   quant_u32 out_stride;  // elements
   quant_u32 has_bias;
 };
+
+// W8A8 matmul (matmul_w8a8.metal, plan_matmul_w8a8): x and W 8-bit codes; the
+// GEMV for m <= QMM_GEMV_MAX_ROWS rows, QMM_TILE tiles of QMM_GEMM_THREADS beyond.
+struct W8A8Params {
+  quant_u32 m, n, k;     // x [m, k] codes, W [n, k] codes, out [m, n]
+  quant_u32 x_stride;    // bytes between rows of x
+  quant_u32 w_stride;    // bytes between rows of W
+  quant_u32 out_stride;  // elements
+  quant_u32 w_group;     // QUANT_FP8_TENSOR (one W scale) or QUANT_FP8_ROW (int8 too)
+  quant_u32 has_bias;
+};
