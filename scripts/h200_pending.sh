@@ -37,7 +37,7 @@ wait $B; tail -1 $O/build.log
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site /tmp/whl/braze-*.whl || { tail -30 $O/build.log; exit 1; }
 cd /tmp
 timeout $(left 230) python3 -m pytest -v -rf -m cuda -n 12 -p no:cacheprovider $repo/tests/test_quant_matmul_cuda.py \
-  $repo/tests/test_quant_cuda.py $repo/tests/test_cuda_variants.py $repo/tests/test_cuda.py $repo/tests/test_quant.py -k "not sample and not softmax" > $O/pytest.log 2>&1
+  $repo/tests/test_quant_cuda.py $repo/tests/test_quant_w8a8_cuda.py $repo/tests/test_cuda_variants.py $repo/tests/test_cuda.py $repo/tests/test_quant.py -k "not sample and not softmax" > $O/pytest.log 2>&1
 echo "pytest rc $? at $(( $(date +%s) - T0 )) s: $(tail -1 $O/pytest.log)"; grep -E "FAILED|^ERROR" $O/pytest.log | head -20
 for fo in ops:hadamard quant:quantize_activations_fp8_e4m3 ops:silu_and_mul quant:matmul_q4_0 quant:matmul_q4_K; do
   fam=${fo%%:*}; op=${fo#*:}; l=$(left 60); [ $l -le 10 ] && break
