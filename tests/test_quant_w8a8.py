@@ -111,6 +111,31 @@ def test_matches_reference(xfmt, wfmt, gran, shape, dtype, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("col,k", [(5, 32), (20, 32), (36, 37)], ids=["vector", "second-vector", "tail"])
+@pytest.mark.parametrize("wfmt", ["fp8_e4m3", "fp8_e5m2"])
+def test_every_fp8_code_pair(wfmt, col, k, backend):
+    """x row c holds e4m3 code c and W row d code d, in one column (zeros elsewhere): out[c, d]
+    is the one product value(c) * value(d), exact in f32, NaN and inf included (e4m3 0x7f / 0xff,
+    e5m2 inf and NaN), for a column in the first / second vector of a row and in its scalar tail."""
+    codes = np.arange(256, dtype=np.uint8)
+    xq = np.zeros((256, k), np.uint8)
+    xq[:, col] = codes
+    data = np.zeros((256, k), np.uint8)
+    data[:, col] = codes
+    qw = bq.QuantizedTensor(wfmt, (256, k), data, np.ones(256, np.float32))
+    ones = np.ones(256, np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = reference(xq, ones, qw, None, "float32")
+    isas = braze._cpu.isas_supported() if backend == "cpu" else [None]
+    for isa in isas:  # the CPU's AVX-512 / AVX2 bit-moving decode and the base build's table
+        with on_backend(backend), (cpu_isa(isa) if isa else on_backend("cpu")):
+            for rows in (slice(0, 16), slice(0, 256)):  # the GEMV and the tiled path
+                got = bq.matmul(xq[rows], qw, x_scale=ones[rows], out_dtype="float32")
+                assert np.array_equal(got, want[rows], equal_nan=True), isa
+                assert np.isnan(got).sum() == np.isnan(want[rows]).sum() > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_int8_metal_equals_cpu_bit_for_bit(backend):
     """Every backend's int8 result is the same bits, bias included (same fma)."""
     rng = np.random.default_rng(3)

@@ -88,7 +88,10 @@ def test_int8_bit_for_bit_with_cpu(m, k, dtype):
 @pytest.mark.parametrize("m", (17, 64, 200))
 def test_int8_against_torch_int_mm(m):
     xq, sx, qw = make("int8", "int8", m, 64, 4096, seed=m)
-    acc = torch._int_mm(xq, qw.data.t())  # exact int32 [M, N]
+    try:
+        acc = torch._int_mm(xq, qw.data.t())  # exact int32 [M, N] (cuBLASLt: B column-major)
+    except RuntimeError as e:  # the bit-for-bit comparison with the CPU still covers exactness
+        pytest.skip(f"torch._int_mm: {e}")
     s = sx[:, None] * qw.scales[None, :]  # f32, as the kernel
     want = (acc.float().double() * s.double()).float()
     got = bq.matmul(xq, qw, x_scale=sx, out_dtype="float32")

@@ -10,8 +10,8 @@
 //   subtracted: int32 arithmetic wraps, so the difference is exact whenever the true
 //   sum fits, which K <= 131072 guarantees. Without VNNI (AVX-512 BW, AVX2): bytes
 //   widened to int16 and vpmaddwd (pairs of products, exact); base: scalar int32.
-//   fp8: codes to f32 through 256-entry tables (gathered 8 / 16 at a time on AVX2 /
-//   AVX-512) into tiles of KB columns; each product of two fp8 values is exact in
+//   fp8: codes to f32 (AVX2 / AVX-512: bits moved into f16 and widened by F16C; base:
+//   256-entry tables) into tiles of KB columns; each product of two fp8 values is exact in
 //   f32, so vector lanes sum exact products, then the lanes and the K blocks in a
 //   fixed order.
 // Epilogue (every backend): fma(float(acc), x_scale[m] * w_scale[n], bias[n] or 0),
@@ -134,17 +134,40 @@ template <int R, int C> void dot_f32(const float* x, const float* w, int64_t ld,
     for (int j = 0; j < C; ++j) acc[i][j] += hsum(s[i][j]);
 }
 
-// n codes -> f32 through table t; dst padded with zeros to a multiple of W.
-inline void decode_codes(const uint8_t* src, const float* t, int64_t n, float* dst) {
+// n codes of E -> f32 (the codec's values, table t for the scalar tail); dst padded with
+// zeros to a multiple of W. AVX2 / AVX-512: the codes' bits moved into f16 (e5m2 is the top
+// byte of an f16; e4m3 << 7 is an f16 of value v / 256, subnormals included), widened by
+// F16C and, for e4m3, times 256 (exact) and NaN put back where the code is 0x7f / 0xff.
+template <Elem E> inline void decode_codes(const uint8_t* src, const float* t, int64_t n, float* dst) {
   int64_t j = 0;
-#if defined(__AVX512F__)
-  for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(dst + j, _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(src + j))),
-                                                  t, 4));
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  for (; j + 16 <= n; j += 16) {
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(src + j)));
+    if constexpr (E == Elem::e5m2) {
+      _mm512_storeu_ps(dst + j, _mm512_cvtph_ps(_mm256_slli_epi16(b, 8)));
+    } else {
+      const __m256i h = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(0x3f80)),
+                                        _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
+      const __mmask16 nan =
+          _mm256_cmpeq_epi16_mask(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+      const __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.f));
+      _mm512_storeu_ps(dst + j, _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(__builtin_nanf(""))));
+    }
+  }
 #elif defined(__AVX2__)
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(dst + j, _mm256_i32gather_ps(t, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(src + j))),
-                                                  4));
+  for (; j + 8 <= n; j += 8) {
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)(src + j)));
+    if constexpr (E == Elem::e5m2) {
+      _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_slli_epi16(b, 8)));
+    } else {
+      const __m128i h = _mm_or_si128(_mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(0x3f80)),
+                                     _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+      const __m128i nan16 = _mm_cmpeq_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
+      const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16));
+      const __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.f));
+      _mm256_storeu_ps(dst + j, _mm256_blendv_ps(f, _mm256_set1_ps(__builtin_nanf("")), nan));
+    }
+  }
 #endif
   for (; j < n; ++j) dst[j] = t[src[j]];
   for (; j % W; ++j) dst[j] = 0.f;
@@ -253,12 +276,12 @@ template <class D> void run_int8(const W8A8Args& a) {
   vnni = quant_vnni();
 #endif
   const int64_t step = vnni ? 64 : kI8Step, kv = k / step * step;
-  std::vector<int32_t> xsum(vnni ? size_t(a.m) : 0);  // 128 * sum_{k < kv} x: VNNI's correction
+  std::vector<uint32_t> xsum(vnni ? size_t(a.m) : 0);  // 128 * sum_{k < kv} x: VNNI's correction
   for (int64_t i = 0; vnni && i < a.m; ++i) {
     const int8_t* xr = reinterpret_cast<const int8_t*>(a.x + i * a.x_stride);
     int32_t s = 0;
     for (int64_t c = 0; c < kv; ++c) s += xr[c];
-    xsum[size_t(i)] = s * 128;
+    xsum[size_t(i)] = uint32_t(s) * 128u;  // wraps as the lanes do
   }
   const Tiling t = tiling(a);
   parallel_for(t.mt * t.nt, [&](int64_t task, int) {
@@ -273,7 +296,7 @@ template <class D> void run_int8(const W8A8Args& a) {
         for (int rr = 0; rr < r; ++rr)
           for (int cc = 0; cc < c; ++cc)  // unsigned: the wrapped difference is the exact sum
             tile[size_t((i + rr) * nb + j + cc)] =
-                int32_t(uint32_t(mk.acc[rr][cc]) - uint32_t(vnni ? xsum[size_t(i0 + i + rr)] : 0));
+                int32_t(uint32_t(mk.acc[rr][cc]) - (vnni ? xsum[size_t(i0 + i + rr)] : 0u));
       }
     epilogue<D>(a, i0, j0, mb, nb, tile.data(), nb);
   });
@@ -291,9 +314,10 @@ template <class D, Elem WE> void run_fp8(const W8A8Args& a) {
     std::vector<float> tile(size_t(mb * nb), 0.f), xf(size_t(mb * ld)), wf(size_t(nb * ld));
     for (int64_t k0 = 0; k0 < k; k0 += KB) {
       const int64_t kc = std::min(KB, k - k0), kcp = (kc + W - 1) / W * W;
-      for (int64_t i = 0; i < mb; ++i) decode_codes(a.x + (i0 + i) * a.x_stride + k0, tx, kc, xf.data() + i * ld);
+      for (int64_t i = 0; i < mb; ++i)
+        decode_codes<Elem::e4m3>(a.x + (i0 + i) * a.x_stride + k0, tx, kc, xf.data() + i * ld);
       for (int64_t j = 0; j < nb; ++j)
-        decode_codes(a.w.data + (j0 + j) * a.w.data_stride + k0, tw, kc, wf.data() + j * ld);
+        decode_codes<WE>(a.w.data + (j0 + j) * a.w.data_stride + k0, tw, kc, wf.data() + j * ld);
       for (int64_t j = 0; j < nb; j += RW)
         for (int64_t i = 0; i < mb; i += RX) {
           MicroF32 mk{xf.data() + i * ld, wf.data() + j * ld, ld, kcp, {}};

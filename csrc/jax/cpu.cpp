@@ -22,7 +22,8 @@ const Launchers kCpu{
     on_cpu<attention::AppendKvArgs, cpu::append_kv_run>, on_cpu<attention::DecodeArgs, cpu::decode_run>,
     on_cpu<attention::PrefillArgs, cpu::prefill_run>, on_cpu<attention::MergeArgs, cpu::merge_states_run>,
     on_cpu<quant::DequantArgs, cpu::dequantize_run>, on_cpu<quant::QuantArgs, cpu::quantize_run>,
-    on_cpu<quant::ActQuantArgs, cpu::quantize_activations_run>, on_cpu<quant::MatmulArgs, cpu::matmul_run>};
+    on_cpu<quant::ActQuantArgs, cpu::quantize_activations_run>, on_cpu<quant::MatmulArgs, cpu::matmul_run>,
+    on_cpu<quant::W8A8Args, cpu::matmul_w8a8_run>};
 
 ffi::Error cpu_call(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs) {
   return handle(kCpu, Device::cpu, 0, 0, args, rets, attrs);

@@ -14,7 +14,8 @@ const Launchers kCuda{cuda::norm_run,      cuda::norm_vjp_run,     cuda::rope_ru
                       cuda::argmax_run,    cuda::mask_run,         cuda::penalties_run,  cuda::sample_run,
                       cuda::philox_run,    cuda::act_run,          cuda::embedding_run,  cuda::hadamard_run,
                       cuda::append_kv_run, cuda::decode_run,       cuda::prefill_run,    cuda::merge_states_run,
-                      cuda::dequantize_run, cuda::quantize_run,    cuda::quantize_activations_run, cuda::matmul_run};
+                      cuda::dequantize_run, cuda::quantize_run,    cuda::quantize_activations_run, cuda::matmul_run,
+                      cuda::matmul_w8a8_run};
 
 ffi::Error cuda_call(void* stream, int32_t device, ffi::RemainingArgs args, ffi::RemainingRets rets,
                      ffi::Dictionary attrs) {

@@ -164,6 +164,10 @@ std::vector<Entry> build() {
        }},
       {"quantize_activations", "format:s x >xq >sx",
        [](Call& c) { c.launch(quant::prepare_quantize_activations(c.s(0), c.a(0), c.a(1), c.a(2))); }},
+      {"matmul_w8a8", "format:s x x_scale data scales bias? >out",
+       [](Call& c) {
+         c.launch(quant::prepare_matmul_w8a8(c.s(0), c.a(0), c.a(1), c.a(2), c.a(3), c.a(4), c.a(5)));
+       }},
   };
   for (Entry& e : v) {
     std::istringstream words(e.decl);

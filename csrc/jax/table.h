@@ -16,6 +16,7 @@
 #include "core/ops.h"
 #include "core/quant.h"
 #include "core/quant_mx.h"
+#include "core/quant_w8a8.h"
 #include "core/rope.h"
 #include "core/sampling.h"
 
@@ -30,7 +31,8 @@ using Launchers = std::tuple<Run<norm::NormArgs>, Run<norm::NormVjpArgs>, Run<ro
                              Run<ops::ActArgs>, Run<ops::EmbeddingArgs>, Run<ops::HadamardArgs>,
                              Run<attention::AppendKvArgs>, Run<attention::DecodeArgs>,
                              Run<attention::PrefillArgs>, Run<attention::MergeArgs>, Run<quant::DequantArgs>,
-                             Run<quant::QuantArgs>, Run<quant::ActQuantArgs>, Run<quant::MatmulArgs>>;
+                             Run<quant::QuantArgs>, Run<quant::ActQuantArgs>, Run<quant::MatmulArgs>,
+                             Run<quant::W8A8Args>>;
 
 // One slot of an entry's declaration: an array read (`x`), an optional one
 // (`weight?`), an array written (`>out`), one read and written in place

@@ -83,7 +83,7 @@ def _matmul_w8a8_raw(x, x_scale, data, scales, *, format, bias=None, out=None, o
     m = 1
     for s in lead:
         m *= s
-    if not hasattr(x_scale, "shape") or not hasattr(x_scale, "__dlpack__"):
+    if not hasattr(x_scale, "shape"):
         raise TypeError(f"x_scale must be an array (float32, one scale per row of x), got {type(x_scale).__name__}")
     xs = _rows_1d(x_scale, m, "x_scale", lead)
     if c.kernel is None:
