@@ -179,6 +179,37 @@ def test_legacy_blocks_are_bit_identical_on_every_path(fmt):
                 assert np.array_equal(y.view(np.uint32), first.view(np.uint32)), (key, k, m)
 
 
+@pytest.mark.skipif(not legacy_paths(), reason="no AVX2 / AVX-512 int8 GEMV on this CPU")
+@pytest.mark.parametrize("blocks", range(1, 10))
+def test_q4_0_every_tail_of_four_blocks(blocks):
+    """q4_0's kernel (Q40Dot) takes four blocks a step and a row's last 1-3 blocks apart
+    (masked loads and a lane mask on AVX-512, half vectors on AVX2): at every block count,
+    each path (avx2, avx512, avx512 + VNNI) and row count gives the int8 model's product to
+    f32 tolerance, and all of them the same bits as the first path's one-row call."""
+    rng = np.random.default_rng(30 + blocks)
+    n, k = 13, 32 * blocks
+    qw = quant.QuantizedTensor("q4_0", (n, k), weight("q4_0", n, k, "float32", rng)[0])
+    w = quant.dequantize(qw).astype(np.float64)
+    x = (rng.standard_normal((16, k)) * rng.uniform(0.1, 10, (16, 1))).astype(np.float32)
+    vnni = braze._cpu.quant_vnni()
+    got = {}
+    for isa, v in legacy_paths():
+        with cpu_isa(isa):
+            braze._cpu.set_quant_vnni(v)
+            try:
+                for m in (1, 2, 5, 16):
+                    got[isa, v, m] = np.asarray(quant.matmul(x[:m], qw))
+            finally:
+                braze._cpu.set_quant_vnni(vnni)
+    for (isa, v, m), y in got.items():
+        close(y, int8_model(x[:m], 32) @ w.T, "float32", k)
+    first = got[next(iter(got))]
+    for key, y in got.items():
+        assert np.array_equal(y[:1].view(np.uint32), first[:1].view(np.uint32)), key
+        m = key[2]
+        assert np.array_equal(y.view(np.uint32), got[legacy_paths()[0] + (m,)].view(np.uint32)), key
+
+
 @pytest.mark.parametrize("isa", braze._cpu.isas_supported())
 def test_every_cpu_isa(isa):
     rng = np.random.default_rng(9)
