@@ -68,17 +68,6 @@ inline float hsum8(f8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
-template <class D> inline float to_f32(typename D::T v) {
-  if constexpr (std::is_same_v<D, F32>) return v;
-  else if constexpr (std::is_same_v<D, F16>) return f16_to_f32(v);
-  else return bf16_to_f32(v);
-}
-template <class D> inline typename D::T from_f32(float v) {
-  if constexpr (std::is_same_v<D, F32>) return v;
-  else if constexpr (std::is_same_v<D, F16>) return f32_to_f16(v);
-  else return f32_to_bf16(v);
-}
-
 // n elements of dtype D at src -> f32 at dst.
 template <class D> inline void convert_row(const typename D::T* src, float* dst, int64_t n) {
   lanes(n, [&](int64_t i, int64_t c) { st<F32>(dst, i, c, ld<D>(src, i, c)); });

@@ -201,17 +201,6 @@ template <class F> void with_rc(int r, int c, F& f) {
 #undef BRAZE_RC
 }
 
-template <class D> inline float to_f32(typename D::T v) {
-  if constexpr (std::is_same_v<D, F32>) return v;
-  else if constexpr (std::is_same_v<D, F16>) return f16_to_f32(v);
-  else return bf16_to_f32(v);
-}
-template <class D> inline typename D::T from_f32(float v) {
-  if constexpr (std::is_same_v<D, F32>) return v;
-  else if constexpr (std::is_same_v<D, F16>) return f32_to_f16(v);
-  else return f32_to_bf16(v);
-}
-
 // out[i][j] of tile (i0, j0), acc a float (fp8) or an exact int32 (int8).
 template <class D, class A> void epilogue(const W8A8Args& a, int64_t i0, int64_t j0, int64_t mb, int64_t nb,
                                           const A* acc, int64_t ld) {

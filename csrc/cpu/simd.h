@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <string>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -181,6 +182,17 @@ template <> inline void store<F16>(uint16_t* p, vf v) {
 }
 
 // The last, partial vector of a row: n < W elements, the other lanes read as `fill`.
+// One element of dtype D to / from f32 (round to nearest even).
+template <class D> inline float to_f32(typename D::T v) {
+  if constexpr (std::is_same_v<D, F32>) return v;
+  else if constexpr (std::is_same_v<D, F16>) return f16_to_f32(v);
+  else return bf16_to_f32(v);
+}
+template <class D> inline typename D::T from_f32(float v) {
+  if constexpr (std::is_same_v<D, F32>) return v;
+  else if constexpr (std::is_same_v<D, F16>) return f32_to_f16(v);
+  else return f32_to_bf16(v);
+}
 template <class D> inline vf load_n(const typename D::T* p, int64_t n, float fill = 0.f) {
   typename D::T tmp[W];
   store<D>(tmp, splat(fill));
