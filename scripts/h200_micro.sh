@@ -14,8 +14,10 @@ $NV -fmad=false scripts/cuda_dequant_bw.cu -o /tmp/dqbw > $O/nvcc_dq.txt 2>&1 & 
 $NV scripts/cuda_gemv_bw.cu -o /tmp/gemvbw > $O/nvcc_gemv.txt 2>&1 & P4=$!
 $NV scripts/cuda_decode_bw.cu -o /tmp/decbw > $O/nvcc_dec.txt 2>&1 & P5=$!
 $NV scripts/cuda_sample_bw.cu -o /tmp/smpbw > $O/nvcc_smp.txt 2>&1 & P6=$!
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I csrc -I shaders -I scripts scripts/cuda_attn_wgmma.cu -o /tmp/attnw > $O/nvcc_attn.txt 2>&1 & P7=$!
 wait $P0; echo "gemm compiled at $(( $(date +%s) - T0 )) s"
 timeout 40 /tmp/gemmw > $O/gemm.txt 2>&1; echo "gemm rc $?"; cat $O/gemm.txt
+wait $P7; timeout 60 /tmp/attnw > $O/attn.txt 2>&1; echo "attn rc $?"
 wait $P1 $P2 $P3 $P4 $P5 $P6; echo "all compiled at $(( $(date +%s) - T0 )) s"
 for b in had:30 act:30 dequant:45 gemv:60 decode:45 sample:45; do
   n=${b%%:*}; t=${b#*:}; l=$((DEADLINE - $(date +%s))); [ $l -lt 10 ] && { echo "skip $n"; continue; }

@@ -21,11 +21,13 @@ $NV -fmad=false scripts/cuda_dequant_bw.cu -o /tmp/dqbw > $O/nvcc_dq.txt 2>&1 & 
 $NV scripts/cuda_decode_bw.cu -o /tmp/decbw > $O/nvcc_dec.txt 2>&1 & P5=$!
 $NV scripts/cuda_sample_bw.cu -o /tmp/smpbw > $O/nvcc_smp.txt 2>&1 & P6=$!
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I csrc -I shaders -I scripts scripts/cuda_gemm_wgmma.cu -lcublas -o /tmp/gemmw > $O/nvcc_gemm.txt 2>&1 || nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I csrc -I shaders -I scripts scripts/cuda_gemm_wgmma.cu -o /tmp/gemmw >> $O/nvcc_gemm.txt 2>&1 & P7=$!
-wait $P1 $P2 $P3 $P4 $P5 $P6 $P7
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I csrc -I shaders -I scripts scripts/cuda_attn_wgmma.cu -o /tmp/attnw > $O/nvcc_attn.txt 2>&1 & P8=$!
+wait $P1 $P2 $P3 $P4 $P5 $P6 $P7 $P8
 echo "microbench compiled at $(( $(date +%s) - T0 )) s"
 timeout 45 /tmp/gemmw > $O/gemm.txt 2>&1; rc=$?; echo "gemm rc $rc"; cat $O/gemm.txt
 # the library's Hopper GEMM is that kernel: keep the mma.sync GEMM in the tests if it failed here
 if [ $rc != 0 ] || grep -q "bad [1-9]" $O/gemm.txt; then export BRAZE_CUDA_GEMM=mma; echo "tests with BRAZE_CUDA_GEMM=mma"; fi
+timeout 60 /tmp/attnw > $O/attn.txt 2>&1; echo "attn rc $?"
 timeout 100 /tmp/gemvbw > $O/gemv.txt 2>&1; echo "gemv rc $?"
 timeout 40 /tmp/hadbw > $O/had.txt 2>&1; echo "had rc $?"
 timeout 40 /tmp/actbw > $O/act.txt 2>&1; echo "act rc $?"
