@@ -1,6 +1,7 @@
 // The Hopper flash-attention forward (shaders/cuda/attention/flash_tc90.cuh: TMA + wgmma, producer /
-// consumer warpgroups), both variants (Overlap = 0: S, softmax, PV in turn; 1: S of the next tile and
-// PV of this one in flight together), checked against an f32 CUDA-core reference on a subset of rows
+// consumer warpgroups), its three schedules (tc90: S, softmax, PV in turn; tc90-overlap: S of the next
+// tile and PV of this one in flight together; tc90-pingpong: that, the two consumer warpgroups taking
+// turns to issue their GEMMs), checked against an f32 CUDA-core reference on a subset of rows
 // (every 61st, the first and last 128) and timed beside the library's mma.sync flash kernel
 // (shaders/cuda/attention/flash.cuh). bf16 (and one f16 check), head_dim 128, Hq 32, Hkv 8, B 1.
 // A check line ends "bad N" (elements off by more than 2e-2 + 2e-2 |ref|, plus lse entries off by more
@@ -169,18 +170,85 @@ template <class Launch> float time_med(Launch&& launch, const char* what, int re
   return us[reps / 2];
 }
 
+// Unit checks of the two GEMMs on one warpgroup (the kernel's own tc90_qk / tc90_pv), for diagnosis:
+// S = Q K^T for q rows 0-63 and 64-127 (head 0) against keys 0-127, and O = P V for a given 64 x 128 P
+// (packed into A fragments as the kernel packs S) and values 0-127, once with the kernel's V
+// descriptor (Alt 0) and once with its two byte offsets swapped (Alt 1, expected wrong).
+template <class T, int Alt>
+__global__ void __launch_bounds__(128) unit_gemms(const __grid_constant__ CUtensorMap map_q,
+                                                  const __grid_constant__ CUtensorMap map_k,
+                                                  const __grid_constant__ CUtensorMap map_v, const T* pm, float* s_out,
+                                                  float* o_out) {
+#if BRAZE_TC90
+  using namespace tc90;
+  using In = std::conditional_t<std::is_same_v<T, __half>, F16In, Bf16In>;
+  extern __shared__ uint8_t us[];
+  const uint32_t base = (tc90::smem_addr(us) + 1023u) & ~1023u, sq = base, sk = base + kTc90AttnTile,
+                 sv = sk + kTc90AttnTile, bar = sv + kTc90AttnTile;
+  const int tid = int(threadIdx.x), w = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
+  if (tid == 0) {
+    mbar_init(bar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    mbar_expect(bar, 3 * kTc90AttnTile);
+    for (int hf = 0; hf < 2; ++hf) {
+      tma_load_4d(sq + hf * kTc90AttnHalf, &map_q, bar, 64 * hf, 0, 0, 0);
+      tma_load_4d(sk + hf * kTc90AttnHalf, &map_k, bar, 64 * hf, 0, 0, 0);
+      tma_load_4d(sv + hf * kTc90AttnHalf, &map_v, bar, 64 * hf, 0, 0, 0);
+    }
+  }
+  mbar_wait(bar, 0);
+  for (int half = 0; half < 2; ++half) {
+    float s[64];
+    wgmma_fence();
+    tc90_qk<In>(s, sq + half * 64 * 128, sk);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(s);
+    for (int i = 0; i < 64; ++i) {
+      const int j = i / 4, r = half * 64 + 16 * w + g + 8 * ((i / 2) % 2), c = 8 * j + 2 * tq + i % 2;
+      s_out[r * 128 + c] = s[i];
+    }
+  }
+  uint32_t pf[8][4];
+  auto at = [&](int r, int c) { return to_f(pm[r * 128 + c]); };
+  const int r = 16 * w + g;
+  for (int k = 0; k < 8; ++k) {
+    const int c = 16 * k + 2 * tq;
+    pf[k][0] = tc90_pack<T>(at(r, c), at(r, c + 1));
+    pf[k][1] = tc90_pack<T>(at(r + 8, c), at(r + 8, c + 1));
+    pf[k][2] = tc90_pack<T>(at(r, c + 8), at(r, c + 9));
+    pf[k][3] = tc90_pack<T>(at(r + 8, c + 8), at(r + 8, c + 9));
+  }
+  float o[64];
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  wgmma_fence();
+  if (Alt) tc90_pv<In, 1024, kTc90AttnHalf>(o, pf, sv);
+  else tc90_pv<In>(o, pf, sv);
+  wgmma_commit();
+  wgmma_wait<0>();
+  reg_fence(o);
+  for (int i = 0; i < 64; ++i) {
+    const int j = i / 4, rr = r + 8 * ((i / 2) % 2), c = 8 * j + 2 * tq + i % 2;
+    o_out[rr * 128 + c] = o[i];
+  }
+#endif
+}
+
 struct Buffers {
   void *q, *k, *v, *out;
   float* lse;
 };
 
-// The kernels under test on one problem; which: 0 / 1 the tc90 kernel (Overlap), 2 the library's flash.
+// The kernels under test on one problem; which: 0 / 1 / 2 the tc90 kernel (Sched), 3 the library's flash.
 template <class T> void launch(int which, const Buffers& bf, int len, bool causal, const CUtensorMap* maps) {
   const float scale = 1.f / std::sqrt(float(D));
-  if (which < 2) {
+  if (which < 3) {
     Tc90AttnParams p{bf.out, bf.lse, len, HQ, HQ / HKV, scale * 1.4426950408889634f, causal};
-    auto kern = which ? flash_tc90_kernel<T, true> : flash_tc90_kernel<T, false>;
-    static bool attr[2] = {false, false};
+    auto kern = which == 0 ? flash_tc90_kernel<T, 0> : which == 1 ? flash_tc90_kernel<T, 1> : flash_tc90_kernel<T, 2>;
+    static bool attr[3] = {false, false, false};
     if (!attr[which]) {
       CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kTc90AttnSmem));
       attr[which] = true;
@@ -218,10 +286,70 @@ template <class T> void launch(int which, const Buffers& bf, int len, bool causa
   CK(cudaGetLastError());
 }
 
-const char* name(int which) { return which == 0 ? "tc90" : which == 1 ? "tc90-overlap" : "lib-mma"; }
+const char* name(int which) {
+  return which == 0 ? "tc90" : which == 1 ? "tc90-overlap" : which == 2 ? "tc90-pingpong" : "lib-mma";
+}
+
+// Runs unit_gemms on the first 128 rows of q (head 0), k and v (kv head 0) and a random P; checks on the host.
+template <class T> int64_t unit(const Buffers& bf, const CUtensorMap* maps, int len) {
+  const int64_t n = 128 * 128;
+  T* pm; float *s, *o;
+  CK(cudaMalloc(&pm, n * 2)); CK(cudaMalloc(&s, n * 4)); CK(cudaMalloc(&o, n * 4));
+  fill_normal<T><<<64, 256>>>(pm, n, 4242u);
+  std::vector<T> hq(128 * 128), hk(128 * 128), hv(128 * 128), hp(n);
+  for (int t = 0; t < 128; ++t) {
+    CK(cudaMemcpy(hq.data() + t * 128, static_cast<T*>(bf.q) + int64_t(t) * HQ * D, 256, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hk.data() + t * 128, static_cast<T*>(bf.k) + int64_t(t) * HKV * D, 256, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hv.data() + t * 128, static_cast<T*>(bf.v) + int64_t(t) * HKV * D, 256, cudaMemcpyDeviceToHost));
+  }
+  CK(cudaMemcpy(hp.data(), pm, n * 2, cudaMemcpyDeviceToHost));
+  const int smem = 3 * kTc90AttnTile + 1024 + 8;
+  int64_t bad_all = 0;
+  for (int alt = 0; alt < 2; ++alt) {
+    auto kern = alt ? unit_gemms<T, 1> : unit_gemms<T, 0>;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaMemset(s, 0xff, n * 4)); CK(cudaMemset(o, 0xff, n * 4));
+    kern<<<1, 128, smem>>>(maps[0], maps[1], maps[2], pm, s, o);
+    CK(cudaGetLastError());
+    finish("unit gemms");
+    std::vector<float> hs(n), ho(n);
+    CK(cudaMemcpy(hs.data(), s, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ho.data(), o, n * 4, cudaMemcpyDeviceToHost));
+    int64_t bad_s = 0, bad_o = 0;
+    double es = 0, eo = 0;
+    for (int r = 0; r < 128; ++r)
+      for (int c = 0; c < 128; ++c) {
+        double ws = 0, wo = 0;
+        for (int i = 0; i < 128; ++i) {
+          ws += double(float(hq[r * 128 + i])) * double(float(hk[c * 128 + i]));
+          if (r < 64) wo += double(float(hp[r * 128 + i])) * double(float(hv[i * 128 + c]));
+        }
+        const double e1 = std::fabs(hs[r * 128 + c] - ws);
+        if (!(e1 <= 1e-2 + 1e-3 * std::fabs(ws))) ++bad_s;
+        if (!(e1 <= es)) es = e1;
+        if (r < 64) {
+          const double e2 = std::fabs(ho[r * 128 + c] - wo);
+          if (!(e2 <= 1e-2 + 1e-3 * std::fabs(wo))) ++bad_o;
+          if (!(e2 <= eo)) eo = e2;
+        }
+      }
+    if (alt == 0) {
+      printf("unit qk (S = Q K^T, both halves of Q): max abs err %.3g | bad %lld\n", es, (long long)bad_s);
+      printf("unit pv (O = P V, V MN-major, lbo 16 KB, sbo 1 KB): max abs err %.3g | bad %lld\n", eo, (long long)bad_o);
+      bad_all += bad_s + bad_o;
+    } else {
+      printf("unit pv alt (lbo, sbo swapped; expected wrong): max abs err %.3g, mismatches %lld\n", eo, (long long)bad_o);
+    }
+    fflush(stdout);
+  }
+  CK(cudaFree(pm)); CK(cudaFree(s)); CK(cudaFree(o));
+  (void)len;
+  return bad_all;
+}
 
 // Fills q / k / v, runs each kernel in `which`, checks (check) and times (time) it.
-template <class T> int64_t run(int len, bool causal, bool check, bool time, std::initializer_list<int> which) {
+template <class T>
+int64_t run(int len, bool causal, bool check, bool time, std::initializer_list<int> which, bool units = false) {
   const bool f16 = std::is_same_v<T, __half>;
   const int64_t nq = int64_t(len) * HQ * D, nkv = int64_t(len) * HKV * D;
   Buffers bf;
@@ -232,6 +360,7 @@ template <class T> int64_t run(int len, bool causal, bool check, bool time, std:
   fill_normal<T><<<1024, 256>>>(static_cast<T*>(bf.v), nkv, 33u + len);
   const CUtensorMap maps[3] = {make_map(bf.q, len, HQ, f16), make_map(bf.k, len, HKV, f16),
                                make_map(bf.v, len, HKV, f16)};
+  int64_t bad_all = units ? unit<T>(bf, maps, len) : 0;
   std::vector<int> rows;
   for (int t = 0; t < len; ++t)
     if (t < 128 || t >= len - 128 || t % 61 == 0) rows.push_back(t);
@@ -252,7 +381,6 @@ template <class T> int64_t run(int len, bool causal, bool check, bool time, std:
     CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hl.data(), ref_lse, hl.size() * 4, cudaMemcpyDeviceToHost));
   }
-  int64_t bad_all = 0;
   const double flops = 4.0 * HQ * double(len) * len * D * (causal ? 0.5 : 1.0);
   for (int wk : which) {
     char what[96];
@@ -313,13 +441,13 @@ int main() {
   using bf16 = __nv_bfloat16;
   int64_t bad = 0;
   // correctness first (small, and ragged T), then the timings
-  bad += run<bf16>(1024, true, true, true, {2, 0, 1});
-  bad += run<bf16>(1000, true, true, false, {0, 1});
-  bad += run<bf16>(1000, false, true, false, {0, 1});
-  bad += run<__half>(1024, true, true, false, {0, 1});
-  bad += run<bf16>(4096, true, true, true, {2, 0, 1});
-  bad += run<bf16>(4096, false, true, true, {2, 0, 1});
-  for (int len : {2048, 8192, 16384}) bad += run<bf16>(len, true, false, true, {2, 0, 1});
+  bad += run<bf16>(1024, true, true, true, {3, 0, 1, 2}, true);
+  bad += run<bf16>(1000, true, true, false, {0, 1, 2});
+  bad += run<bf16>(1000, false, true, false, {0, 1, 2});
+  bad += run<__half>(1024, true, true, false, {0, 1, 2});
+  bad += run<bf16>(4096, true, true, true, {3, 0, 1, 2});
+  bad += run<bf16>(4096, false, true, true, {3, 0, 1, 2});
+  for (int len : {2048, 8192, 16384}) bad += run<bf16>(len, true, false, true, {3, 0, 1, 2});
   printf("total bad %lld\n", (long long)bad);
   return bad ? 1 : 0;
 }

@@ -18,9 +18,11 @@
 // QK^T's k steps 0-3 read half 0 at +32 bytes each, 4-7 half 1; PV's B descriptor spans both halves
 // with its leading byte offset (16 KB) and a k step (16 keys) advances 2 KB.
 //
-// Overlap = false: each tile is S, wait, softmax, PV, wait. Overlap = true (FA3's intra-warpgroup
-// pipelining): S of tile n + 1 is issued before PV of tile n, and its softmax runs while PV is in
-// flight; O is rescaled and P repacked once PV has completed.
+// Sched 0: each tile is S, wait, softmax, PV, wait. Sched 1 (FA3's intra-warpgroup pipelining): S of
+// tile n + 1 is issued before PV of tile n, and its softmax runs while PV is in flight; O is rescaled
+// and P repacked once PV has completed. Sched 2: 1, plus FA3's ping-pong between the two consumers:
+// named barriers 1 and 2 pass a turn so the warpgroups issue their GEMMs alternately (one's softmax
+// runs while the other's GEMMs do).
 // Grid: x = (row block, head), the head fastest and the last row blocks first (under a causal mask they
 // have the most tiles; the heads of one GQA group, reading the same K / V, run side by side); y = batch.
 // setmaxnreg: producer 24, consumers 240 registers. Shared memory: Q 32 KB + 2 stages x (K 32 + V 32 KB).
@@ -129,6 +131,22 @@ __device__ __forceinline__ void tc90_rescale_pack(float (&o)[64], const float (&
   }
 }
 
+// S[64 x 128] = Q K^T: qa the warpgroup's 64 rows of the Q tile, k the K tile (both 2 halves, K-major).
+template <class In> __device__ __forceinline__ void tc90_qk(float (&s)[64], uint32_t qa, uint32_t k) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t off = (kk / 4) * kTc90AttnHalf + (kk % 4) * 32;
+    tc90::wgmma_n128_ss<In>(s, tc90::sw128_desc(qa + off), tc90::sw128_desc(k + off), kk > 0);
+  }
+}
+// O[64 x 128] += P V: P as 8 A fragments of 16 keys, v the V tile ([keys][d], 2 halves): B MN-major,
+// 16 keys = 2 KB a k step, the two 64-column halves kTc90AttnHalf apart (lbo), 8-key groups 1 KB (sbo).
+template <class In, uint32_t Lbo = kTc90AttnHalf, uint32_t Sbo = 1024>
+__device__ __forceinline__ void tc90_pv(float (&o)[64], const uint32_t (&pf)[8][4], uint32_t v) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) tc90::wgmma_n128_rs_tb<In>(o, pf[kk], tc90::sw128_desc_mn(v + kk * 2048, Lbo, Sbo), 1);
+}
+
 template <int N> __device__ __forceinline__ void tc90_fence_p(uint32_t (&p)[N][4]) {
 #pragma unroll
   for (int k = 0; k < N; ++k) tc90::reg_fence(p[k]);
@@ -136,7 +154,7 @@ template <int N> __device__ __forceinline__ void tc90_fence_p(uint32_t (&p)[N][4
 #endif  // BRAZE_TC90
 
 // In: tc90::Bf16In or F16In, T the matching __nv_bfloat16 / __half.
-template <class T, bool Overlap>
+template <class T, int Sched>
 __global__ void __launch_bounds__(kTc90AttnThreads, 1)
     flash_tc90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                       const __grid_constant__ CUtensorMap map_v, const Tc90AttnParams p) {
@@ -145,7 +163,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
   using In = std::conditional_t<std::is_same_v<T, __half>, F16In, Bf16In>;
   constexpr int ST = kTc90AttnStages;
   extern __shared__ uint8_t tc90_attn_smem[];
-  const uint32_t base = (smem_addr(tc90_attn_smem) + 1023u) & ~1023u;  // swizzled tiles start on 1024 bytes
+  const uint32_t base = (tc90::smem_addr(tc90_attn_smem) + 1023u) & ~1023u;  // swizzled tiles start on 1024 bytes
   const uint32_t sq = base, skv = base + kTc90AttnTile;  // stage s: K at skv + 2 s tile, V one tile on
   const uint32_t bar_q = base + (1 + 2 * ST) * kTc90AttnTile;
   auto kfull = [&](int s) { return bar_q + 8 + 8 * s; };
@@ -198,19 +216,8 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
   const uint32_t qa = sq + cw * 64 * 128;                // this warpgroup's 64 rows of each Q half
   // the masked tiles: the diagonal one under a causal mask, a last one reaching past T
   auto masked = [&](int n) { return (p.causal && n == rb) || (n + 1) * kTc90AttnKeys > p.T; };
-  auto qk = [&](float (&s)[64], int stage) {
-    const uint32_t k = kst(stage);
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      const uint32_t off = (kk / 4) * kTc90AttnHalf + (kk % 4) * 32;
-      wgmma_n128_ss<In>(s, sw128_desc(qa + off), sw128_desc(k + off), kk > 0);
-    }
-  };
-  auto pv = [&](float (&o)[64], const uint32_t (&pf)[8][4], int stage) {
-    const uint32_t v = kst(stage) + kTc90AttnTile;
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) wgmma_n128_rs_tb<In>(o, pf[kk], sw128_desc_mn(v + kk * 2048, kTc90AttnHalf), 1);
-  };
+  auto qk = [&](float (&s)[64], int stage) { tc90_qk<In>(s, qa, kst(stage)); };
+  auto pv = [&](float (&o)[64], const uint32_t (&pf)[8][4], int stage) { tc90_pv<In>(o, pf, kst(stage) + kTc90AttnTile); };
 
   float o[64];
 #pragma unroll
@@ -220,7 +227,20 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
   float corr[2];
   mbar_wait(bar_q, 0);
 
-  if constexpr (!Overlap) {
+  // Sched 2: warpgroup cw issues its GEMMs after a bar_sync on barrier 1 + cw, which completes with
+  // the other's bar_arrive after its own issue; consumer 1 starts by letting consumer 0 go first and
+  // skips its arrival after its last issue (each barrier: as many arrivals as syncs).
+  auto my_turn = [&] {
+    if constexpr (Sched == 2) bar_sync(1 + cw, 256);
+  };
+  auto pass_turn = [&](bool last) {
+    if constexpr (Sched == 2)
+      if (!(last && cw == 1)) bar_arrive(2 - cw, 256);
+  };
+  if constexpr (Sched == 2)
+    if (cw == 1) bar_arrive(1, 256);
+
+  if constexpr (Sched == 0) {
     for (int n = 0; n < tiles; ++n) {
       const int s = n % ST;
       const uint32_t ph = uint32_t(n / ST) & 1u;
@@ -246,9 +266,11 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
     {  // tile 0: S, softmax, P
       float sc[64];
       mbar_wait(kfull(0), 0);
+      my_turn();
       wgmma_fence();
       qk(sc, 0);
       wgmma_commit();
+      pass_turn(false);
       wgmma_wait<0>();
       reg_fence(sc);
       tc90_softmax(sc, st, corr, 0, row, p.T, p.causal, masked(0), p.scale_log2);
@@ -258,6 +280,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
       const int s = n % ST, sp = (n - 1) % ST;
       float sc[64];
       mbar_wait(kfull(s), uint32_t(n / ST) & 1u);
+      my_turn();
       wgmma_fence();
       qk(sc, s);  // S of tile n ...
       wgmma_commit();
@@ -265,6 +288,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
       wgmma_fence();
       pv(o, pf, sp);  // ... and O += P V of tile n - 1, both in flight
       wgmma_commit();
+      pass_turn(false);
       wgmma_wait<1>();  // S done
       reg_fence(sc);
       tc90_softmax(sc, st, corr, n, row, p.T, p.causal, masked(n), p.scale_log2);
@@ -276,9 +300,11 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
     }
     const int sl = (tiles - 1) % ST;
     mbar_wait(vfull(sl), uint32_t((tiles - 1) / ST) & 1u);
+    my_turn();
     wgmma_fence();
     pv(o, pf, sl);
     wgmma_commit();
+    pass_turn(true);
     wgmma_wait<0>();
     reg_fence(o);
     tc90_fence_p(pf);

@@ -87,10 +87,10 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
 // Matrix descriptor of an MN-major operand (B with imm-trans-b = 1: a [K][N] matrix with N contiguous,
 // e.g. V stored [keys][D]) whose 128-byte rows (64 16-bit elements of N) the copy engine swizzled:
 // atoms of 8 K rows x 128 bytes (1024 bytes, starting on 1024 bytes); the next 8 K rows 1024 bytes on
-// (stride byte offset), the next 64 elements of N `lbo` bytes on (leading byte offset).
-__device__ __forceinline__ uint64_t sw128_desc_mn(uint32_t addr, uint32_t lbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
+// (stride byte offset, sbo), the next 64 elements of N `lbo` bytes on (leading byte offset).
+__device__ __forceinline__ uint64_t sw128_desc_mn(uint32_t addr, uint32_t lbo, uint32_t sbo = 1024) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
+         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
 }
 // Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32).
 __device__ __forceinline__ void bar_sync(int id, int threads) {
