@@ -338,7 +338,8 @@ template <class T> int64_t unit(const Buffers& bf, const CUtensorMap* maps, int 
       printf("unit pv (O = P V, V MN-major, lbo 16 KB, sbo 1 KB): max abs err %.3g | bad %lld\n", eo, (long long)bad_o);
       bad_all += bad_s + bad_o;
     } else {
-      printf("unit pv alt (lbo, sbo swapped; expected wrong): max abs err %.3g, mismatches %lld\n", eo, (long long)bad_o);
+      printf("unit pv alt (lbo, sbo swapped; expected wrong): max abs err %.3g, mismatches %lld\n", eo,
+             (long long)bad_o);
     }
     fflush(stdout);
   }
@@ -369,7 +370,8 @@ int64_t run(int len, bool causal, bool check, bool time, std::initializer_list<i
   float *ref = nullptr, *ref_lse = nullptr;
   std::vector<float> hr, hl;
   if (check) {
-    CK(cudaMalloc(&drows, nr * 4)); CK(cudaMalloc(&ref, int64_t(nr) * HQ * D * 4)); CK(cudaMalloc(&ref_lse, nr * HQ * 4));
+    CK(cudaMalloc(&drows, nr * 4)); CK(cudaMalloc(&ref, int64_t(nr) * HQ * D * 4));
+    CK(cudaMalloc(&ref_lse, nr * HQ * 4));
     CK(cudaMemcpy(drows, rows.data(), nr * 4, cudaMemcpyHostToDevice));
     const size_t sm = (D + len + 32) * 4;
     if (sm > 48 * 1024) CK(cudaFuncSetAttribute(attn_ref<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sm)));

@@ -217,7 +217,9 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
   // the masked tiles: the diagonal one under a causal mask, a last one reaching past T
   auto masked = [&](int n) { return (p.causal && n == rb) || (n + 1) * kTc90AttnKeys > p.T; };
   auto qk = [&](float (&s)[64], int stage) { tc90_qk<In>(s, qa, kst(stage)); };
-  auto pv = [&](float (&o)[64], const uint32_t (&pf)[8][4], int stage) { tc90_pv<In>(o, pf, kst(stage) + kTc90AttnTile); };
+  auto pv = [&](float (&o)[64], const uint32_t (&pf)[8][4], int stage) {
+    tc90_pv<In>(o, pf, kst(stage) + kTc90AttnTile);
+  };
 
   float o[64];
 #pragma unroll
@@ -326,7 +328,8 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
     for (int j = 0; j < 16; ++j)
       *reinterpret_cast<uint32_t*>(dst + 8 * j) = tc90_pack<T>(o[4 * j + 2 * hh] * inv, o[4 * j + 2 * hh + 1] * inv);
     if (p.lse && lane % 4 == 0)
-      p.lse[(int64_t(b) * p.q_heads + h) * p.T + r] = L > 0.f ? (st.m[hh] + __log2f(L)) * 0.6931471805599453f : -INFINITY;
+      p.lse[(int64_t(b) * p.q_heads + h) * p.T + r] =
+          L > 0.f ? (st.m[hh] + __log2f(L)) * 0.6931471805599453f : -INFINITY;
   }
 #endif
 }

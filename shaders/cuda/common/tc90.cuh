@@ -1,6 +1,7 @@
-// Hopper (sm_90a) building blocks: mbarriers, 2-D bulk tensor copies (the
-// copy engine, "TMA"), and the warpgroup MMA (wgmma) from shared-memory
-// operands laid out K-major with the copy engine's 128-byte swizzle.
+// Hopper (sm_90a) building blocks: mbarriers, 2-D / 4-D bulk tensor copies (the
+// copy engine, "TMA"), named barriers, and the warpgroup MMA (wgmma) from
+// shared-memory operands laid out with the copy engine's 128-byte swizzle
+// (K-major; MN-major for B of 16-bit types) or with A from registers.
 // Only for translation units built for sm_90a (-gencode arch=compute_90a,code=sm_90a);
 // everything here compiles to nothing elsewhere (BRAZE_TC90 is 0).
 #pragma once
@@ -49,10 +50,11 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t tries = 0;
 #endif
   while (!done) {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
 #ifdef BRAZE_TC90_SPIN_TRIES
     if (!done && ++tries == uint32_t(BRAZE_TC90_SPIN_TRIES)) {
       if (tc90_hang) *reinterpret_cast<volatile unsigned*>(tc90_hang) = 0x80000000u | bar;
