@@ -70,3 +70,9 @@ def test_variant_gemm_mma():
     """BRAZE_CUDA_GEMM=mma: many-row f16 / bf16 matmuls on the mma.sync GEMM (Hopper takes the wgmma
     GEMM by default, where the build has it)."""
     _child({"BRAZE_CUDA_GEMM": "mma"}, "matmul_rows or strided_bias or fp8_scalings", "test_quant_matmul_cuda.py")
+
+
+def test_variant_w8a8_gemm_mma():
+    """BRAZE_CUDA_GEMM=mma: W8A8 e4m3 beyond 16 rows on the mma.sync GEMM (Hopper takes the promoted
+    wgmma GEMM by default)."""
+    _child({"BRAZE_CUDA_GEMM": "mma"}, "fp8", "test_quant_w8a8_cuda.py")

@@ -1,6 +1,6 @@
 // The Hopper GEMM's launcher: tensor maps for x and W (the driver's
 // cuTensorMapEncodeTiled, found through the runtime), the kernel's shared
-// memory, the grid of 128 x 256 tiles. Built for sm_90a only (CMakeLists.txt).
+// memory, the grid of 128 x 256 tiles (128 x 128 promoted). Built for sm_90a only (CMakeLists.txt).
 #include <cuda.h>
 
 #include <mutex>
@@ -14,7 +14,6 @@ namespace braze::cuda {
 namespace {
 
 using quant::kTc90BM;
-using quant::kTc90BN;
 using quant::kTc90KBytes;
 
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
@@ -53,32 +52,34 @@ CUtensorMap tensor_map(Tc90In in, const void* p, int64_t rows, int64_t k, int64_
   return map;
 }
 
-template <class In, class Out> void launch(const Tc90Args& a, int device, cudaStream_t s) {
-  auto kernel = quant::gemm_tc90_kernel<In, Out>;
+template <class In, class Out, bool Promote> void launch(const Tc90Args& a, int device, cudaStream_t s) {
+  using Tile = quant::Tc90Tile<Promote>;
+  auto kernel = quant::gemm_tc90_kernel<In, Out, Promote>;
   static std::mutex mu;
   static bool sized[64] = {};
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!sized[device & 63]) {
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, quant::kTc90Smem),
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::smem),
             "cudaFuncSetAttribute");
       sized[device & 63] = true;
     }
   }
   const CUtensorMap mx = tensor_map(a.in, a.x, a.m, a.k, a.x_stride, kTc90BM);
-  const CUtensorMap mw = tensor_map(a.in, a.w, a.n, a.k, a.w_stride, kTc90BN);
+  const CUtensorMap mw = tensor_map(a.in, a.w, a.n, a.k, a.w_stride, Tile::bn);
   const int64_t es = int64_t(sizeof(Out));
   quant::Tc90Epilogue e{a.out, a.out_stride, a.bias, a.row_scale, a.col_scale, a.col_scale_stride, a.m, a.n, a.k,
                         (reinterpret_cast<uintptr_t>(a.out) % (2 * es)) == 0 && a.out_stride % 2 == 0};
-  const dim3 grid(unsigned((a.n + kTc90BN - 1) / kTc90BN), unsigned((a.m + kTc90BM - 1) / kTc90BM));
-  kernel<<<grid, quant::kTc90Threads, quant::kTc90Smem, s>>>(mx, mw, e);
+  const dim3 grid(unsigned((a.n + Tile::bn - 1) / Tile::bn), unsigned((a.m + kTc90BM - 1) / kTc90BM));
+  kernel<<<grid, quant::kTc90Threads, Tile::smem, s>>>(mx, mw, e);
 }
 
 template <class In> void by_out(const Tc90Args& a, int device, cudaStream_t s) {
   switch (a.out_dtype) {
-    case DType::f32: return launch<In, float>(a, device, s);
-    case DType::f16: return launch<In, __half>(a, device, s);
-    case DType::bf16: return launch<In, __nv_bfloat16>(a, device, s);
+    case DType::f32: return a.promote ? launch<In, float, true>(a, device, s) : launch<In, float, false>(a, device, s);
+    case DType::f16: return a.promote ? launch<In, __half, true>(a, device, s) : launch<In, __half, false>(a, device, s);
+    case DType::bf16:
+      return a.promote ? launch<In, __nv_bfloat16, true>(a, device, s) : launch<In, __nv_bfloat16, false>(a, device, s);
     default: throw ValueError("matmul: the Hopper GEMM writes f32, f16 or bf16");
   }
 }
@@ -90,7 +91,7 @@ bool tc90_usable(const Tc90Args& a, int device) {
   const int el = elem_bytes(a.in);
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool dims_ok = a.k * el >= 16 && a.k < (int64_t(1) << 31) && a.m < (int64_t(1) << 31) &&
-                       a.n < (int64_t(1) << 31) && (a.n + kTc90BN - 1) / kTc90BN <= 0x7fffffff &&
+                       a.n < (int64_t(1) << 31) &&
                        (a.m + kTc90BM - 1) / kTc90BM <= 65535;
   const bool strides_ok = a.x_stride % 16 == 0 && a.w_stride % 16 == 0 && a.x_stride < (int64_t(1) << 40) &&
                           a.w_stride < (int64_t(1) << 40);

@@ -84,15 +84,6 @@ template <class Wt, class T, bool VecW> void matmul_paths(MmParams p, int device
 // stream after the GEMM; at most kTc90Scratch, else the mma.sync GEMM runs).
 constexpr int64_t kTc90Scratch = int64_t(1) << 30;
 
-// BRAZE_CUDA_GEMM=mma in the environment (read once) keeps the mma.sync GEMM;
-// unset or "wgmma" is the default.
-inline bool tc90_enabled() {
-  static const char* v = std::getenv("BRAZE_CUDA_GEMM");
-  const std::string s = v ? v : "wgmma";
-  if (s != "mma" && s != "wgmma") throw ValueError("BRAZE_CUDA_GEMM must be 'mma' or 'wgmma', got '" + s + "'");
-  return s == "wgmma";
-}
-
 template <class T> bool matmul_tc90(const MatmulArgs& a, cudaStream_t s) {
   if (!tc90_enabled()) return false;
   const int64_t es = int64_t(sizeof(T)), n = a.w.rows, k = a.w.cols;

@@ -6,8 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace braze::cuda {
 
@@ -23,6 +26,7 @@ struct Tc90Args {
   const void* bias;                     // [n] or null
   const float* row_scale;               // [m] or null
   const float* col_scale; int64_t col_scale_stride;  // [n] (stride 1), one value (stride 0), or null
+  bool promote = false;                 // fp8: 128 x 128 tiles, sums moved to f32 every 128 bytes of K
 };
 
 // Whether gemm_tc90_run takes these operands on `device` (the current device):
@@ -31,6 +35,14 @@ struct Tc90Args {
 // fit the tensor maps. A null w skips W's alignment check (a scratch the caller
 // allocates, 256-byte aligned).
 bool tc90_usable(const Tc90Args& a, int device);
+// BRAZE_CUDA_GEMM=mma in the environment (read once) keeps the mma.sync GEMMs
+// (quant.matmul's and W8A8's); unset or "wgmma" is the default.
+inline bool tc90_enabled() {
+  static const char* v = std::getenv("BRAZE_CUDA_GEMM");
+  const std::string s = v ? v : "wgmma";
+  if (s != "mma" && s != "wgmma") throw ValueError("BRAZE_CUDA_GEMM must be 'mma' or 'wgmma', got '" + s + "'");
+  return s == "wgmma";
+}
 void gemm_tc90_run(const Tc90Args& a, int device, cudaStream_t s);
 
 }  // namespace braze::cuda

@@ -155,18 +155,20 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t da, uint64_
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-// d[64 x 128] (+)= A[64 x 16] B[128 x 16]^T, both from shared memory, K-major (16-bit types only).
+// d[64 x 128] (+)= A[64 x kstep] B[128 x kstep]^T, both from shared memory, K-major (a k step is
+// 32 bytes: 16 elements of 16 bits, 32 of fp8).
 // d[4 j + 2 h + c]: row 16 w + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + c, as wgmma_n256.
-#define BRAZE_WGMMA_N128_SS(types)                                                               \
+#define BRAZE_WGMMA_N128_SS(shape_types, tail)                                                  \
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                    \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." types " " BRAZE_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
+               "wgmma.mma_async.sync.aligned." shape_types " " BRAZE_D64 ", %64, %65, p" tail ";\n}\n" \
                : BRAZE_F64                                                                      \
                : "l"(da), "l"(db), "r"(accumulate))
 template <class In>
 __device__ __forceinline__ void wgmma_n128_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  static_assert(std::is_same_v<In, Bf16In> || std::is_same_v<In, F16In>, "16-bit operands only");
-  if constexpr (std::is_same_v<In, Bf16In>) BRAZE_WGMMA_N128_SS("bf16.bf16");
-  else BRAZE_WGMMA_N128_SS("f16.f16");
+  if constexpr (std::is_same_v<In, Bf16In>) BRAZE_WGMMA_N128_SS("m64n128k16.f32.bf16.bf16", ", 1, 1, 0, 0");
+  else if constexpr (std::is_same_v<In, F16In>) BRAZE_WGMMA_N128_SS("m64n128k16.f32.f16.f16", ", 1, 1, 0, 0");
+  else if constexpr (std::is_same_v<In, E4m3In>) BRAZE_WGMMA_N128_SS("m64n128k32.f32.e4m3.e4m3", ", 1, 1");
+  else BRAZE_WGMMA_N128_SS("m64n128k32.f32.e5m2.e5m2", ", 1, 1");
 }
 #undef BRAZE_WGMMA_N128_SS
 // d[64 x 128] (+)= A[64 x 16] B[16 x 128] with A from registers and B MN-major in shared memory
