@@ -47,12 +47,6 @@ def test_variant_hadamard_split_prefetch():
     _child({"BRAZE_CUDA_HAD_SPLIT": "2"}, "ops_hadamard")
 
 
-def test_variant_hadamard_split_registers():
-    """BRAZE_CUDA_HAD_SPLIT=1: rows of 2048 / 4096 on the register split kernel too (sm_90 takes the
-    bulk-copy kernel for them by default)."""
-    _child({"BRAZE_CUDA_HAD_SPLIT": "1"}, "ops_hadamard")
-
-
 def test_variant_decode_simt():
     """BRAZE_CUDA_DECODE=simt: decode on the attend kernel, against the same references."""
     _child({"BRAZE_CUDA_DECODE": "simt"}, "cuda_decode_kernel", "test_attention.py")
