@@ -273,16 +273,10 @@ template <class K> void allow(K k, int smem) {
 }
 
 // ---------------------------------------------------------------- the library's launch (csrc/cuda/ops.cu, hadamard_run)
-// split: BRAZE_CUDA_HAD_SPLIT (1 the split kernel, 2 its cp.async prefetch, 3 the bulk kernel, 0 the shuffle kernel). Rows of n = M * 2^logP, bf16, contiguous.
+// split: BRAZE_CUDA_HAD_SPLIT (1 default, 2 prefetch, 0 the shuffle kernel). Rows of n = M * 2^logP, bf16, contiguous.
 template <int E, int LG>
-void lib_split_launch(HadamardParams p, unsigned grid, unsigned block, int smem, int mode) {
-  if (mode == 3) {  // hadamard_split_bulk_kernel (BRAZE_CUDA_HAD_SPLIT=3, the sm_90 default for these rows)
-    const auto kernel = hadamard_split_bulk_kernel<T, E, LG, kHadBulkStages>;
-    smem += 64 + int(int64_t(kHadBulkStages) * p.R * (E << LG) * int64_t(sizeof(T)));
-    allow(kernel, smem);
-    grid = unsigned(std::min<int64_t>(p.groups, int64_t(g_sms) * resident(kernel, int(block), smem)));
-    kernel<<<grid, block, size_t(smem)>>>(p);
-  } else if (mode == 2) {
+void lib_split_launch(HadamardParams p, unsigned grid, unsigned block, int smem, bool prefetch) {
+  if (prefetch) {
     const auto kernel = hadamard_split_kernel<T, E, LG, true>;
     smem += int(int64_t(p.R) * (E << LG) * int64_t(sizeof(T)));
     allow(kernel, smem);
@@ -306,8 +300,8 @@ void lib_launch(const void* x, void* y, int64_t rows, int M, int logP, float sca
     const unsigned grid = unsigned(std::min<int64_t>(p.groups, INT_MAX)), block = unsigned(p.threads);
     const int smem = int(int64_t(p.R) * (P + E) * int64_t(sizeof(float)));
     switch (logP) {
-      case 11: return lib_split_launch<64, 5>(p, grid, block, smem, split);
-      case 12: return lib_split_launch<64, 6>(p, grid, block, smem, split);
+      case 11: return lib_split_launch<64, 5>(p, grid, block, smem, split == 2);
+      case 12: return lib_split_launch<64, 6>(p, grid, block, smem, split == 2);
       default: printf("bench: no split shape for 2^%d\n", logP); exit(1);
     }
   }
@@ -366,12 +360,10 @@ void run(int64_t rows, int M, int logP) {
     if (checked) check(what);
   };
   // the library's default, the reference bits
-  // the reference bits: hadamard_split_kernel (BRAZE_CUDA_HAD_SPLIT=1), the generic kernel for m > 1
-  report(M == 1 && logP <= 12 ? "library split kernel (SPLIT=1)" : "library (generic kernel)",
+  report(M == 1 && logP <= 12 ? "library split (default)" : "library (generic kernel)",
          time_it([&](int s) { lib_launch(x[s], y[s], rows, M, logP, scale, 1); }));
   CK(cudaMemcpy(ref.data(), y[0], bytes1, cudaMemcpyDeviceToHost));
   if (M == 1 && logP <= 12) {
-    variant("library bulk kernel (SPLIT=3, sm_90 default)", [&](int s) { lib_launch(x[s], y[s], rows, M, logP, scale, 3); });
     variant("library split prefetch (SPLIT=2)", [&](int s) { lib_launch(x[s], y[s], rows, M, logP, scale, 2); });
     variant("library shuffle kernel (SPLIT=0)", [&](int s) { lib_launch(x[s], y[s], rows, M, logP, scale, 0); });
     if (logP == 12 || logP == 11) {

@@ -255,21 +255,11 @@ int hadamard_elems() {
   return e;
 }
 
-// BRAZE_CUDA_HAD_SPLIT: rows of 64..4096 (m = 1) on hadamard_split_kernel (1), the same with each
-// block's next rows prefetched by cp.async (2: a grid of resident blocks), on hadamard_split_bulk_kernel
-// (3: sm_90 and newer; elsewhere 1), or on the shuffle kernel (0). Unset: 3 for rows of 2048 and 4096 on
-// sm_90 and newer, 1 otherwise.
+// BRAZE_CUDA_HAD_SPLIT: 1 (default) rows of 64..4096 (m = 1) on hadamard_split_kernel, 2 the same with
+// each block's next rows prefetched (a grid of resident blocks), 0 on the shuffle kernel.
 int hadamard_split() {
-  static const int v = env_int("BRAZE_CUDA_HAD_SPLIT", 0, 3, -1);
+  static const int v = env_int("BRAZE_CUDA_HAD_SPLIT", 0, 2, 1);
   return v;
-}
-int hadamard_split_for(int logP, int device) {
-  int v = hadamard_split();
-  if (v == 1 || v == 2 || v == 0) return v;
-  int major = 0;
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-  if (major < 9) return 1;
-  return v == 3 || logP >= 11 ? 3 : 1;
 }
 
 // Resident blocks a SM of `kernel` with `threads` threads and `smem` bytes of dynamic shared memory.
@@ -287,16 +277,8 @@ int resident_blocks(const void* kernel, int threads, int smem, int device) {
 }
 
 template <class T, int E, int LG>
-void hadamard_split_launch(HadamardParams p, HadamardLaunch l, int mode, int device, cudaStream_t s) {
-  if (mode == 3) {
-    const auto kernel = hadamard_split_bulk_kernel<T, E, LG, kHadBulkStages>;
-    l.smem += 64 + int(int64_t(kHadBulkStages) * p.R * (E << LG) * int64_t(sizeof(T)));  // mbarriers, raw ring
-    allow_shared(reinterpret_cast<const void*>(kernel), device, l.smem);
-    const int64_t resident =
-        int64_t(sm_count(device)) * resident_blocks(reinterpret_cast<const void*>(kernel), int(l.block), l.smem, device);
-    l.grid = unsigned(std::min<int64_t>(p.groups, resident));
-    kernel<<<l.grid, l.block, size_t(l.smem), s>>>(p);
-  } else if (mode == 2) {
+void hadamard_split_launch(HadamardParams p, HadamardLaunch l, bool prefetch, int device, cudaStream_t s) {
+  if (prefetch) {
     const auto kernel = hadamard_split_kernel<T, E, LG, true>;
     l.smem += int(int64_t(p.R) * (E << LG) * int64_t(sizeof(T)));  // the raw staging
     allow_shared(reinterpret_cast<const void*>(kernel), device, l.smem);
@@ -313,16 +295,16 @@ void hadamard_split_launch(HadamardParams p, HadamardLaunch l, int mode, int dev
 
 // Rows of 2^logP, 6 <= logP <= 12: E = 2^ceil(logP / 2) elements a thread, 2^(logP - log2 E) threads a row.
 template <class T>
-void hadamard_split_typed(int logP, const HadamardParams& p, const HadamardLaunch& l, int mode, int device,
+void hadamard_split_typed(int logP, const HadamardParams& p, const HadamardLaunch& l, bool prefetch, int device,
                           cudaStream_t s) {
   switch (logP) {
-    case 6: return hadamard_split_launch<T, 8, 3>(p, l, mode, device, s);
-    case 7: return hadamard_split_launch<T, 16, 3>(p, l, mode, device, s);
-    case 8: return hadamard_split_launch<T, 16, 4>(p, l, mode, device, s);
-    case 9: return hadamard_split_launch<T, 32, 4>(p, l, mode, device, s);
-    case 10: return hadamard_split_launch<T, 32, 5>(p, l, mode, device, s);
-    case 11: return hadamard_split_launch<T, 64, 5>(p, l, mode, device, s);
-    case 12: return hadamard_split_launch<T, 64, 6>(p, l, mode, device, s);
+    case 6: return hadamard_split_launch<T, 8, 3>(p, l, prefetch, device, s);
+    case 7: return hadamard_split_launch<T, 16, 3>(p, l, prefetch, device, s);
+    case 8: return hadamard_split_launch<T, 16, 4>(p, l, prefetch, device, s);
+    case 9: return hadamard_split_launch<T, 32, 4>(p, l, prefetch, device, s);
+    case 10: return hadamard_split_launch<T, 32, 5>(p, l, prefetch, device, s);
+    case 11: return hadamard_split_launch<T, 64, 5>(p, l, prefetch, device, s);
+    case 12: return hadamard_split_launch<T, 64, 6>(p, l, prefetch, device, s);
     default: throw std::logic_error("hadamard: no split kernel for rows of 2^" + std::to_string(logP));
   }
 }
@@ -376,8 +358,7 @@ void hadamard_run(const HadamardArgs& a, uintptr_t stream) {
   const int P = 1 << logP;
   DeviceGuard guard(a.device_id);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  const int split = M == 1 && logP >= 6 && logP <= 12 ? hadamard_split_for(logP, a.device_id) : 0;
-  if (split > 0) {
+  if (M == 1 && logP >= 6 && logP <= 12 && hadamard_split() > 0) {
     // hadamard_split_kernel: E = 2^ceil(logP / 2) elements a thread, G = P / E threads a row,
     // R rows a block of at most kHadSplitThreads; rows whose packs are not 16-byte aligned stay below
     const int E = 1 << ((logP + 1) / 2), logG = logP - (logP + 1) / 2, G = 1 << logG;
@@ -396,7 +377,7 @@ void hadamard_run(const HadamardArgs& a, uintptr_t stream) {
       l.grid = unsigned(std::min<int64_t>(p.groups, INT_MAX));
       l.block = unsigned(p.threads);
       l.smem = int(int64_t(p.R) * (P + E) * int64_t(sizeof(float)));
-      hadamard_split_typed<T>(logP, p, l, split, a.device_id, s);
+      hadamard_split_typed<T>(logP, p, l, hadamard_split() == 2, a.device_id, s);
       done = true;
     });
     if (done) return check_launch("hadamard");
