@@ -58,3 +58,15 @@ def test_variant_bad_setting_silu_and_mul_raises():
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_ACT_VARIANT="9"),
                        capture_output=True, text=True, timeout=120)
     assert "VALUE BRAZE_CUDA_ACT_VARIANT must be an integer in [0, 4], got '9'" in r.stdout, r.stdout + r.stderr
+
+
+def test_variant_gemm_mma():
+    """BRAZE_CUDA_GEMM=mma: many-row f16 / bf16 matmuls on the mma.sync GEMM (Hopper takes the wgmma
+    GEMM by default, where the build has it)."""
+    _child({"BRAZE_CUDA_GEMM": "mma"}, "matmul_rows or strided_bias or fp8_scalings", "test_quant_matmul_cuda.py")
+
+
+def test_variant_w8a8_gemm_mma():
+    """BRAZE_CUDA_GEMM=mma: W8A8 e4m3 beyond 16 rows on the mma.sync GEMM (Hopper takes the promoted
+    wgmma GEMM by default)."""
+    _child({"BRAZE_CUDA_GEMM": "mma"}, "fp8", "test_quant_w8a8_cuda.py")

@@ -7,8 +7,9 @@ x quantized by quantize_activations and an int8 / fp8 weight.
   torch._int_mm's exact int32 product put through the same epilogue in float64.
 - fp8 (e4m3 x with e4m3 / e5m2 W): against the float64 reference, within
   (K + 2) 2^-24 sum|x w| (f32 sums, the GEMV and the GEMV slabs of GPUs without fp8
-  mma) or, on the mma GEMM (m > 16, sm_89+), 2^-11 sum|x w| (the tensor cores' fp8
-  accumulation, promoted to f32 every 64 products: a design bound not yet measured),
+  mma) or, on the mma GEMM (m > 16, sm_89+; e4m3 x e4m3 on Hopper: the wgmma GEMM),
+  2^-11 sum|x w| (the tensor cores' fp8 accumulation, promoted to f32 every 64 products
+  (mma) or 128 (wgmma): a design bound not yet measured),
   plus the output's rounding; and against torch._scaled_mm (e4m3 x e4m3, row-wise
   scales) where torch has it on this GPU.
 Rows cross the GEMV / GEMM switch (1, 2, 3, 5, 8, 16, 17, 64, 100, 200), N = 67 and

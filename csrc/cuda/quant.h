@@ -1,6 +1,8 @@
 // CUDA entries of the quant family: each runs validated Args on the arrays'
 // device, on `stream` (0 = the legacy default stream). They never synchronize
-// and allocate nothing (amax passes accumulate in the output's own scale slot).
+// and allocate nothing (amax passes accumulate in the output's own scale slot),
+// except matmul's many-row path of a quantized W on Hopper (quant_matmul.cuh: a
+// stream-ordered scratch for W dequantized).
 #pragma once
 #include <cstdint>
 

@@ -7,6 +7,7 @@
 // units keep fused multiply-adds: the matmul's sums are f32 accumulations, not
 // the codecs' reference arithmetic (W itself still decodes through the codecs).
 #pragma once
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,6 +19,9 @@
 #include "cuda/quant/gemm.cuh"
 #include "cuda/quant/gemv.cuh"
 #include "cuda/runtime.cuh"
+#if BRAZE_CUDA_TC90
+#include "cuda/quant_tc90.h"
+#endif
 
 namespace braze::cuda::matmul_impl {
 
@@ -73,7 +77,46 @@ template <class Wt, class T, bool VecW> void matmul_paths(MmParams p, int device
   }
 }
 
+#if BRAZE_CUDA_TC90
+// Many rows of f16 / bf16 x on a Hopper GPU: the wgmma GEMM (quant_tc90.h). A
+// dense W is read in place; a quantized one is first dequantized to x's dtype
+// into a stream-ordered scratch of N K 2 bytes (cudaMallocAsync, freed on the
+// stream after the GEMM; at most kTc90Scratch, else the mma.sync GEMM runs).
+constexpr int64_t kTc90Scratch = int64_t(1) << 30;
+
+template <class T> bool matmul_tc90(const MatmulArgs& a, cudaStream_t s) {
+  if (!tc90_enabled()) return false;
+  const int64_t es = int64_t(sizeof(T)), n = a.w.rows, k = a.w.cols;
+  Tc90Args t{std::is_same_v<T, __half> ? Tc90In::f16 : Tc90In::bf16, a.dtype, a.x, a.x_stride * es, a.w.data,
+             a.w.data_stride, a.m, n, k, a.out, a.out_stride, a.bias, nullptr, nullptr, 0};
+  if (a.dense) {
+    if (!tc90_usable(t, a.device_id)) return false;
+    gemm_tc90_run(t, a.device_id, s);
+    return true;
+  }
+  if (n * k * es > kTc90Scratch || (k * es) % 16 != 0) return false;
+  t.w = nullptr;  // the scratch, allocated once the rest is known to fit
+  t.w_stride = k * es;
+  if (!tc90_usable(t, a.device_id)) return false;
+  void* scratch = nullptr;
+  check(cudaMallocAsync(&scratch, size_t(n * k * es), s), "cudaMallocAsync");
+  braze::quant::DequantArgs d = a.w;
+  d.dtype = a.dtype;
+  d.out = scratch;
+  d.out_stride = k;
+  dequantize_run(d, reinterpret_cast<uintptr_t>(s));
+  t.w = scratch;
+  gemm_tc90_run(t, a.device_id, s);
+  check(cudaFreeAsync(scratch, s), "cudaFreeAsync");
+  return true;
+}
+#endif
+
 template <class T> void matmul_typed(const MatmulArgs& a, cudaStream_t s) {
+#if BRAZE_CUDA_TC90
+  if constexpr (!std::is_same_v<T, float>)
+    if (a.m > 16 && matmul_tc90<T>(a, s)) return;
+#endif
   const auto& w = a.w;
   MmParams p{};
   p.w = DeqParams{w.data, w.data_stride, w.scales, w.scales_stride, w.scales_dtype, w.biases, w.biases_stride,

@@ -2,13 +2,18 @@
 // the GEMV for m <= 16 rows of x (one slab: W read once); the tensor-core GEMM
 // beyond (int8: mma s8, sm_80+; fp8: mma e4m3 / e5m2, sm_89+). fp8 on a GPU without
 // fp8 mma (sm_80 .. sm_88) runs the GEMV kernel over slabs of 16 rows (CUDA cores:
-// correct, W read once per slab). Never synchronizes, allocates nothing.
+// correct, W read once per slab). On Hopper, e4m3 x e4m3 beyond 16 rows takes the
+// wgmma GEMM (quant_tc90.h) in its promoted form (f32 sums every 128 products);
+// BRAZE_CUDA_GEMM=mma keeps the mma.sync GEMM. Never synchronizes, allocates nothing.
 #include <mutex>
 #include <string>
 
 #include "cuda/quant.h"
 #include "cuda/quant/w8a8.cuh"
 #include "cuda/runtime.cuh"
+#if BRAZE_CUDA_TC90
+#include "cuda/quant_tc90.h"
+#endif
 
 namespace braze::cuda {
 namespace {
@@ -39,6 +44,19 @@ template <int Kind, class T, bool Vec, int MT> void gemv(const W8A8Params& p, in
   w8a8_gemv_kernel<Kind, T, MT, Vec><<<grid, 32 * kW8A8GemvWarps, 0, s>>>(p);
 }
 
+#if BRAZE_CUDA_TC90
+template <class T> bool gemm_tc90(const W8A8Params& p, int device, cudaStream_t s) {
+  if (!tc90_enabled()) return false;
+  const DType out = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, __half> ? DType::f16 : DType::bf16;
+  Tc90Args t{Tc90In::e4m3, out, p.x, p.x_stride, p.w, p.w_stride, p.m, p.n, p.k, p.out, p.out_stride, p.bias,
+             p.x_scale, p.w_scale, p.w_per_row ? 1 : 0};
+  t.promote = true;
+  if (!tc90_usable(t, device)) return false;
+  gemm_tc90_run(t, device, s);
+  return true;
+}
+#endif
+
 template <int Kind, class T, bool Vec> void paths(const W8A8Params& p, int device, cudaStream_t s) {
   if (p.m <= 1) return gemv<Kind, T, Vec, 1>(p, 1, s);
   if (p.m <= 2) return gemv<Kind, T, Vec, 2>(p, 1, s);
@@ -46,6 +64,10 @@ template <int Kind, class T, bool Vec> void paths(const W8A8Params& p, int devic
   if (p.m <= 8) return gemv<Kind, T, Vec, 8>(p, 1, s);
   if (p.m <= kW8A8GemvRows || (Kind != kW8A8Int8 && arch_of(device) < 89))
     return gemv<Kind, T, Vec, kW8A8GemvRows>(p, ceil_div(p.m, kW8A8GemvRows), s);
+#if BRAZE_CUDA_TC90
+  if constexpr (Kind == kW8A8E4M3)
+    if (gemm_tc90<T>(p, device, s)) return;
+#endif
   const int64_t gy = ceil_div(p.m, kW8A8BM);
   if (gy > 65535) throw ValueError("matmul_w8a8: x has too many rows for one launch (" + std::to_string(p.m) + ")");
   const dim3 grid(unsigned(ceil_div(p.n, kW8A8BN)), unsigned(gy));

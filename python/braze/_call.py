@@ -20,11 +20,10 @@ _warned = set()
 # GPU"): the public functions run the reference composition on such arrays instead,
 # with the usual one-time warning, unless BRAZE_CUDA_UNVERIFIED=1 (the test suite
 # sets it, so `pytest -m cuda` runs the kernels). A verified kernel leaves this set.
-# Before matmul_w8a8: the H200 runs of 2026-12-03 (docs/performance.md) passed the quant and
-# attention kernels, prefill's tensor-core flash kernel included, and that of
-# 2026-12-04 the activation VJPs (`pytest -m cuda tests/test_ops.py -k vjp`).
-# matmul_w8a8 (W8A8, shaders/cuda/quant/w8a8.cuh) is compiled for sm_80 / sm_90 but has not run yet.
-UNVERIFIED = {"cuda": frozenset({"matmul_w8a8"})}
+# The H200 runs of 2026-12-03 (docs/performance.md) passed the quant and attention kernels,
+# prefill's tensor-core flash kernel included, that of 2026-12-04 the activation VJPs, and the
+# H100 run of 2026-12-06 matmul_w8a8 (mma.sync and wgmma GEMMs) and the Hopper wgmma GEMM.
+UNVERIFIED = {"cuda": frozenset()}
 _use_unverified = os.environ.get("BRAZE_CUDA_UNVERIFIED", "") == "1"
 _kernels = {}  # (backend, op) -> native entry point or None, looked up once
 

@@ -71,8 +71,9 @@ def _cost(fmt):
 
 
 # The CUDA GEMM's fp8 mma (m > 16 rows) sums in the tensor cores, narrower than f32 on
-# Hopper (shaders/cuda/quant/w8a8.cuh promotes each 64-product step to f32): a design
-# bound of 2^-11 of the sum of |products| per output, on top of MATMUL_TOL.
+# Hopper (shaders/cuda/quant/w8a8.cuh promotes each 64-product step to f32, the wgmma GEMM
+# of shaders/cuda/quant/gemm_tc90.cuh each 128-product stage): a design bound of 2^-11 of
+# the sum of |products| per output, on top of MATMUL_TOL.
 CUDA_FP8_MMA = 2.0 ** -11
 
 

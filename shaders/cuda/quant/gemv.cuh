@@ -12,7 +12,8 @@
 //      16-element chunks 20 floats apart so the lanes' float4 reads of
 //      consecutive chunks fall in distinct banks.
 // Lane l decodes chunks l, l + 32, ... of its two rows (decode_chunk, from
-// the staged bytes; dense: 16-byte shared loads) and accumulates MT rows of x against them in f32; a warp
+// the staged bytes; dense: 16-byte shared loads) and accumulates MT rows of x against them in f32 (in
+// 4 / 2 partial sums for 1-2 / 4 rows, so FMA latency does not bound the few-row tiles); a warp
 // reduction, the bias and one rounding finish each output. Formats with a fast
 // dot (gemv_dot.cuh: q4_0, q4_1, q5_0, q8_0, q4_K, q5_K, q6_K) skip the decode:
 // lane l takes 32-element units l, l + 32, ... of both rows, read as words and
@@ -178,6 +179,16 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
   for (int j = 0; j < kGemvRowsPerWarp; ++j)
 #pragma unroll
     for (int mm = 0; mm < MT; ++mm) acc[j][mm] = 0.f;
+  // decoded chunks (not kFast): kP partial sums an output, so that few x rows
+  // still give independent chains of FMAs (as unit_dot does)
+  constexpr int kP = kFast ? 1 : MT <= 2 ? 4 : MT <= 4 ? 2 : 1;
+  float part[kGemvRowsPerWarp][MT][kP];
+#pragma unroll
+  for (int j = 0; j < kGemvRowsPerWarp; ++j)
+#pragma unroll
+    for (int mm = 0; mm < MT; ++mm)
+#pragma unroll
+      for (int c = 0; c < kP; ++c) part[j][mm][c] = 0.f;
 
   if (nslab > 0) stage(0, 0);
   for (int64_t s = 0; s < nslab; ++s) {
@@ -228,15 +239,11 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
 #pragma unroll
           for (int q = 0; q < kChunk / 4; ++q) {
             const float4 xq = xv[q];
+            const float xt[4] = {xq.x, xq.y, xq.z, xq.w};
 #pragma unroll
-            for (int j = 0; j < kGemvRowsPerWarp; ++j) {
-              float a = acc[j][mm];
-              a = fmaf(w[j][4 * q], xq.x, a);
-              a = fmaf(w[j][4 * q + 1], xq.y, a);
-              a = fmaf(w[j][4 * q + 2], xq.z, a);
-              a = fmaf(w[j][4 * q + 3], xq.w, a);
-              acc[j][mm] = a;
-            }
+            for (int j = 0; j < kGemvRowsPerWarp; ++j)
+#pragma unroll
+              for (int t = 0; t < 4; ++t) part[j][mm][t % kP] = fmaf(w[j][4 * q + t], xt[t], part[j][mm][t % kP]);
           }
         }
       }
@@ -244,6 +251,16 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
     __syncthreads();  // slab s read before stage(s + 2) overwrites its buffers
   }
 
+  if constexpr (!kFast) {
+#pragma unroll
+    for (int j = 0; j < kGemvRowsPerWarp; ++j)
+#pragma unroll
+      for (int mm = 0; mm < MT; ++mm) {
+        if constexpr (kP == 4) acc[j][mm] = (part[j][mm][0] + part[j][mm][1]) + (part[j][mm][2] + part[j][mm][3]);
+        else if constexpr (kP == 2) acc[j][mm] = part[j][mm][0] + part[j][mm][1];
+        else acc[j][mm] = part[j][mm][0];
+      }
+  }
 #pragma unroll
   for (int j = 0; j < kGemvRowsPerWarp; ++j) {
     const int64_t r = r0 + j;

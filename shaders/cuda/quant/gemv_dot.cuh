@@ -302,13 +302,20 @@ BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const f
   using U = DotUnit<F>;
   constexpr bool kBias = Biased && U::kSmall;
   constexpr int kSeg = kDotUnit / U::kSegs;
+  // Partial sums a segment (by element t of each word): one chain of FMAs per
+  // (row, x row) would be latency-bound at one or two rows of x (an H100 ran
+  // the 1-row GEMV at ~10 elements a clock an SM with one chain); kP chains
+  // keep R * MT * kP FMAs independent.
+  constexpr int kP = MT <= 2 ? 4 : MT <= 4 ? 2 : 1;
 #pragma unroll
   for (int sg = 0; sg < U::kSegs; ++sg) {
-    float s[R][MT];
+    float s[R][MT][kP];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int mm = 0; mm < MT; ++mm) s[r][mm] = 0.f;
+      for (int mm = 0; mm < MT; ++mm)
+#pragma unroll
+        for (int c = 0; c < kP; ++c) s[r][mm][c] = 0.f;
 #pragma unroll
     for (int g = 0; g < kSeg / 4; ++g) {
       const int i = sg * (kSeg / 4) + g;  // word of the codes, elements 4 i ..
@@ -321,29 +328,34 @@ BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const f
 #pragma unroll
       for (int mm = 0; mm < MT; ++mm) {
         const float4 xv = *reinterpret_cast<const float4*>(x + mm * xs + 4 * i);
+        const float xt[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float a = s[r][mm];
-          a = fmaf(q[r][0], xv.x, a);
-          a = fmaf(q[r][1], xv.y, a);
-          a = fmaf(q[r][2], xv.z, a);
-          a = fmaf(q[r][3], xv.w, a);
-          s[r][mm] = a;
-        }
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int t = 0; t < 4; ++t) s[r][mm][t % kP] = fmaf(q[r][t], xt[t], s[r][mm][t % kP]);
       }
     }
+    float sum[R][MT];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int mm = 0; mm < MT; ++mm) {
+        if constexpr (kP == 4) sum[r][mm] = (s[r][mm][0] + s[r][mm][1]) + (s[r][mm][2] + s[r][mm][3]);
+        else if constexpr (kP == 2) sum[r][mm] = s[r][mm][0] + s[r][mm][1];
+        else sum[r][mm] = s[r][mm][0];
+      }
 #pragma unroll
     for (int mm = 0; mm < MT; ++mm) {
       if constexpr (kBias) {
         const float sxm = U::kSegs == 2 ? sx[mm * sxs + sg] : sx[mm * sxs] + sx[mm * sxs + 1];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          acc[r][mm] = fmaf(w[r].d[sg] * 256.f, s[r][mm], acc[r][mm]);
+          acc[r][mm] = fmaf(w[r].d[sg] * 256.f, sum[r][mm], acc[r][mm]);
           acc[r][mm] = fmaf(-(w[r].d[sg] * (128.f + U::kOff)), sxm, acc[r][mm]);
         }
       } else {
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][mm] = fmaf(w[r].d[sg], s[r][mm], acc[r][mm]);
+        for (int r = 0; r < R; ++r) acc[r][mm] = fmaf(w[r].d[sg], sum[r][mm], acc[r][mm]);
       }
     }
   }

@@ -1,0 +1,46 @@
+// The harness the standalone CUDA microbenches share (scripts/cuda_*_bw.cu):
+// an error check, and the timer: median of kReps timings of kIters launches,
+// each launch(i) taking buffer set i % kSets (sets larger than the L2, so
+// every launch reads from memory), after one warm-up launch a set.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                                             \
+  do {                                                                                                    \
+    cudaError_t e_ = (x);                                                                                 \
+    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
+  } while (0)
+
+constexpr int kSets = 3, kIters = 20, kReps = 7;
+
+template <class Launch> float time_it(Launch&& launch) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  for (int s = 0; s < kSets; ++s) launch(s);
+  std::vector<float> ms;
+  for (int rep = 0; rep < kReps; ++rep) {
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < kIters; ++i) launch(i % kSets);
+    CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
+    float m; CK(cudaEventElapsedTime(&m, a, b)); ms.push_back(m * 1000.f / kIters);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[kReps / 2];
+}
+
+// n bytes of hashed noise, each below mod (0x3c: every f16 / bf16 made of them finite).
+__global__ void fill_bytes(uint8_t* p, int64_t n, uint32_t seed, uint32_t mod) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = uint8_t(h % mod);
+  }
+}

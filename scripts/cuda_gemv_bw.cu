@@ -1,0 +1,480 @@
+// What limits the CUDA GEMV (quant.matmul with 1-8 rows of x): the library's
+// kernel (shaders/cuda/quant/gemv.cuh) beside a pipelined variant, in one
+// process, against cudaMemcpy of the weight's bytes (no braze build needed).
+//   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I csrc -I shaders \
+//     scripts/cuda_gemv_bw.cu -o /tmp/gemvbw && /tmp/gemvbw
+// (no -fmad=false: the matmul units keep fused multiply-adds, as CMake builds them.)
+// Each row: median of 7 timings of 20 launches rotating over 3 weight sets
+// (each larger than the L2); bytes = the packed weight read once (x and out
+// are noise); % against the bytes a second cudaMemcpyAsync moves (read +
+// written), the rate braze bench's copy ceiling also counts. Variants are compared with the library's
+// output bit for bit (same units in the same order a lane).
+//
+// Variant "pipe" (R rows a warp, S stages of WK elements, x chunks of XK):
+// the library's CTA stages every slab of W and x, then all warps meet at a
+// barrier, so a CTA has one slab in flight while it computes. Here each warp
+// streams its own rows through S private cp.async buffers (S - 1 slabs in
+// flight, no CTA barrier: __syncwarp only), and x is staged as f32 once every
+// XK elements for the whole CTA.
+#include <cuda_runtime.h>
+
+#include "cuda_bw.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "cuda/attention/mma.cuh"
+#include "cuda/quant/gemv.cuh"
+
+
+using namespace braze::cuda::quant;
+using braze::cuda::cp_async_commit;
+using braze::cuda::cp_async_wait;
+using braze::quant::QFormat;
+
+
+
+template <class Wt, class T, int MT, int R, int S, int WK, int XK> struct Pipe {
+  static constexpr bool kSums = gemv_sums<Wt, T>();
+  static constexpr int XP = kDotUnit + 4, XS = XK / kDotUnit * XP, SS = kSums ? XK / 16 : 0;
+  static constexpr int B = Wt::block, BB = Wt::block_bytes;
+  static constexpr int WP = (WK / B * BB + 15) / 16 * 16;
+  static constexpr int kWarps = 8, kRows = kWarps * R;
+  static constexpr int smem = MT * (XS + SS) * 4 + kWarps * S * R * WP;
+};
+
+template <class Wt, class T, int MT, int R, int S, int WK, int XK>
+__global__ void __launch_bounds__(256, 2) gemv_pipe(const MmParams p) {
+  using P = Pipe<Wt, T, MT, R, S, WK, XK>;
+  constexpr bool kSums = P::kSums;
+  constexpr int XP = P::XP, XS = P::XS, SS = P::SS, B = P::B, BB = P::BB, WP = P::WP;
+  static_assert(gemv_fast<Wt>(), "fast-dot formats only");
+  static_assert(XK % WK == 0 && WK % 32 == 0, "slabs tile the x chunks");
+  static_assert(!kSums || MT * (XK / 4) % 256 == 0, "every lane takes each staging pass (shuffles)");
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* xbuf = reinterpret_cast<float*>(smem);  // [MT][XS]
+  float* sbuf = xbuf + MT * XS;                  // [MT][SS]
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  uint8_t* mine = smem + MT * (XS + SS) * 4 + warp * S * R * WP;  // [S][R][WP]
+  const int64_t K = p.w.cols, N = p.w.rows;
+  const int64_t r0 = int64_t(blockIdx.x) * P::kRows + warp * R;
+  const int mrows = int(p.m);
+  const int64_t nslab = (K + WK - 1) / WK;
+
+  auto stage = [&](int64_t s) {
+    if (s < nslab) {
+      const int64_t k0 = s * WK;
+      const int kn = int(K - k0 < WK ? K - k0 : WK);
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        const int64_t r = r0 + j;
+        if (r < N)
+          stage_async(mine + (int(s % S) * R + j) * WP, p.w.data + r * p.w.data_stride + k0 / B * BB, kn / B * BB,
+                      lane, 32);
+      }
+    }
+    cp_async_commit();  // empty groups too: the count a wait sees stays uniform
+  };
+
+  float acc[R][MT];
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+#pragma unroll
+    for (int mm = 0; mm < MT; ++mm) acc[j][mm] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) stage(s);
+  for (int64_t s = 0; s < nslab; ++s) {
+    const int64_t k0 = s * WK;
+    const int xo = int(k0 % XK);  // offset in the x chunk
+    if (xo == 0) {
+      __syncthreads();  // the last chunk read by every warp
+      const int64_t kc = k0;
+      const int kcn = int(K - kc < XK ? K - kc : XK);
+      for (int g = int(threadIdx.x); g < MT * (XK / 4); g += 256) {
+        const int mm = g / (XK / 4), kk = (g - mm * (XK / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (mm < mrows && kk < kcn) v = load4<T>(static_cast<const T*>(p.x) + mm * p.x_stride + kc + kk, kcn - kk, p.vec_x);
+        *reinterpret_cast<float4*>(xbuf + mm * XS + kk / kDotUnit * XP + kk % kDotUnit) = v;
+        if constexpr (kSums) {
+          float t = (v.x + v.y) + (v.z + v.w);
+          t += __shfl_xor_sync(0xffffffffu, t, 1);
+          t += __shfl_xor_sync(0xffffffffu, t, 2);
+          if ((kk & 15) == 0) sbuf[mm * SS + kk / 16] = t;
+        }
+      }
+      __syncthreads();
+    }
+    stage(s + S - 1);
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const int kn = int(K - k0 < WK ? K - k0 : WK);
+    const uint8_t* rows = mine + int(s % S) * R * WP;
+    for (int u = lane; u * kDotUnit < kn; u += 32) {
+      DotUnit<Wt::format> w[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) w[j].load(rows + j * WP, u);
+      unit_dot<Wt::format, R, MT, gemv_biased<T>()>(w, xbuf + (xo / kDotUnit + u) * XP, XS, sbuf + xo / 16 + 2 * u,
+                                                    SS, acc);
+    }
+    __syncwarp();  // the buffer read before a later stage overwrites it
+  }
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const int64_t r = r0 + j;
+#pragma unroll
+    for (int mm = 0; mm < MT; ++mm) {
+      if (MT > 1 && mm >= mrows) break;
+      float v = warp_sum(acc[j][mm]);
+      if (lane == 0 && r < N) {
+        if (p.bias) v += in_f32(static_cast<const T*>(p.bias)[r]);
+        static_cast<T*>(p.out)[mm * p.out_stride + r] = out_of<T>(v);
+      }
+    }
+  }
+}
+
+// Variant "mma" (q4_0 / q4_K, bf16 x, up to 8 rows of x): the tensor cores
+// take the products. A CTA owns 16 rows of W (one m16 tile); its 8 warps
+// split K, each streaming its part of the 16 rows through a private ring of S
+// cp.async stages of WKB blocks. A thread builds its A fragments from the
+// staged nibbles (0x4300 | q is bf16 128 + q; one HSUB2 makes q - 8 or q,
+// exact), takes B from x in global memory (rows of x past m are zeros), and
+// two mma.m16n8k16 give a 32-element group's 16 x 8 dot products with its
+// scale factored out; f32 FMAs by the rows' scales accumulate them (q4_K's
+// min term takes the group's sums of x from two more mma with A = ones). The
+// warps' partial sums meet in shared memory at the end. Not bit-equal to the
+// library (another summation order): the check prints the largest difference
+// relative to the largest output.
+constexpr int kMmaRows = 16, kMmaWarps = 8;
+
+// bytes n0, n1 (bits 0-3 of each byte of v16) -> bf16x2 (n0 - off, n1 - off)
+template <int Off> __device__ __forceinline__ uint32_t nib_pair(uint32_t v16) {
+  const uint32_t u = __byte_perm(v16 & 0x0F0Fu, 0x43u, 0x4140u);
+  __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&u);
+  h = __hsub2(h, __floats2bfloat162_rn(128.f + Off, 128.f + Off));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ uint32_t u16_at(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+
+// x's B fragments of a 32-element group at kb: k 2t, 2t + 8, 16 + 2t, 24 + 2t of row g (zeros past m)
+__device__ __forceinline__ void x_frags(const __nv_bfloat16* xg, bool xrow, int64_t kb, int t, uint32_t (&bx)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    bx[i] = xrow ? __ldg(reinterpret_cast<const unsigned int*>(xg + kb + 8 * i + 2 * t)) : 0u;
+}
+
+struct MmaQ4_0 {
+  static constexpr int kElems = 32, kBytes = 18;
+  // one block of rows g (pg) and g + 8 (ph) at element kb
+  static __device__ __forceinline__ void block(const uint8_t* pg, const uint8_t* ph, const __nv_bfloat16* xg,
+                                               bool xrow, int64_t kb, int t, float (&acc)[4]) {
+    const float dg = __half2float(*reinterpret_cast<const __half*>(pg));
+    const float dh = __half2float(*reinterpret_cast<const __half*>(ph));
+    const uint32_t ga = u16_at(pg + 2 + 2 * t), gb = u16_at(pg + 10 + 2 * t);
+    const uint32_t ha = u16_at(ph + 2 + 2 * t), hb = u16_at(ph + 10 + 2 * t);
+    uint32_t bx[4];
+    x_frags(xg, xrow, kb, t, bx);
+    const uint32_t a0[4] = {nib_pair<8>(ga), nib_pair<8>(ha), nib_pair<8>(gb), nib_pair<8>(hb)};
+    const uint32_t a1[4] = {nib_pair<8>(ga >> 4), nib_pair<8>(ha >> 4), nib_pair<8>(gb >> 4), nib_pair<8>(hb >> 4)};
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    braze::cuda::attn::mma16816<__nv_bfloat16>(c, a0, bx[0], bx[1]);
+    braze::cuda::attn::mma16816<__nv_bfloat16>(c, a1, bx[2], bx[3]);
+    acc[0] = fmaf(dg, c[0], acc[0]);
+    acc[1] = fmaf(dg, c[1], acc[1]);
+    acc[2] = fmaf(dh, c[2], acc[2]);
+    acc[3] = fmaf(dh, c[3], acc[3]);
+  }
+};
+
+struct MmaQ4_K {
+  static constexpr int kElems = 256, kBytes = 144;
+  static __device__ __forceinline__ void block(const uint8_t* pg, const uint8_t* ph, const __nv_bfloat16* xg,
+                                               bool xrow, int64_t kb, int t, float (&acc)[4]) {
+    const float dg = __half2float(*reinterpret_cast<const __half*>(pg));
+    const float mg = __half2float(*reinterpret_cast<const __half*>(pg + 2));
+    const float dh = __half2float(*reinterpret_cast<const __half*>(ph));
+    const float mh = __half2float(*reinterpret_cast<const __half*>(ph + 2));
+    constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 1.0, 1.0
+    const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+#pragma unroll
+    for (int pr = 0; pr < 4; ++pr) {  // sub-blocks 2 pr (low nibbles) and 2 pr + 1 (high) share 32 bytes
+      const uint8_t* qg = pg + 16 + 32 * pr;
+      const uint8_t* qh = ph + 16 + 32 * pr;
+      uint32_t w[2][4];  // [j: elements 16 j ..][row g lo, row g hi (+8), row h lo, row h hi]
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        w[j][0] = u16_at(qg + 16 * j + 2 * t);
+        w[j][1] = u16_at(qg + 16 * j + 8 + 2 * t);
+        w[j][2] = u16_at(qh + 16 * j + 2 * t);
+        w[j][3] = u16_at(qh + 16 * j + 8 + 2 * t);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // sub-block s = 2 pr + h: nibble h of each byte
+        const int sub = 2 * pr + h;
+        int scg, mng, sch, mnh;
+        braze::quant::kq_detail::scale_min_k4(pg + 4, sub, scg, mng);
+        braze::quant::kq_detail::scale_min_k4(ph + 4, sub, sch, mnh);
+        const int64_t k0 = kb + 32 * sub;
+        uint32_t bx[4];
+        x_frags(xg, xrow, k0, t, bx);
+        float c[4] = {0.f, 0.f, 0.f, 0.f}, sx[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int sh = 4 * h;
+          const uint32_t a[4] = {nib_pair<0>(w[j][0] >> sh), nib_pair<0>(w[j][2] >> sh), nib_pair<0>(w[j][1] >> sh),
+                                 nib_pair<0>(w[j][3] >> sh)};
+          braze::cuda::attn::mma16816<__nv_bfloat16>(c, a, bx[2 * j], bx[2 * j + 1]);
+          braze::cuda::attn::mma16816<__nv_bfloat16>(sx, ones, bx[2 * j], bx[2 * j + 1]);
+        }
+        const float ag = dg * float(scg), bg = mg * float(mng), ah = dh * float(sch), bh = mh * float(mnh);
+        acc[0] = fmaf(ag, c[0], fmaf(-bg, sx[0], acc[0]));
+        acc[1] = fmaf(ag, c[1], fmaf(-bg, sx[1], acc[1]));
+        acc[2] = fmaf(ah, c[2], fmaf(-bh, sx[2], acc[2]));
+        acc[3] = fmaf(ah, c[3], fmaf(-bh, sx[3], acc[3]));
+      }
+    }
+  }
+};
+
+template <class Fm, int S, int WKB> struct MmaGeo {
+  static constexpr int RP = (WKB * Fm::kBytes + 15) / 16 * 16;  // bytes a staged row
+  static constexpr int ring = S * kMmaRows * RP;                // bytes a warp
+  static constexpr int smem = kMmaWarps * ring + kMmaWarps * kMmaRows * 8 * 4;
+};
+
+template <class Fm, int S, int WKB>
+__global__ void __launch_bounds__(256, 2) gemv_mma(const MmParams p) {
+  using G = MmaGeo<Fm, S, WKB>;
+  constexpr int BE = Fm::kElems, BB = Fm::kBytes;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  uint8_t* ring = smem + warp * G::ring;
+  float* red = reinterpret_cast<float*>(smem + kMmaWarps * G::ring);  // [warps][16 rows][8 n]
+  const int64_t N = p.w.rows, nb = p.w.cols / BE, r0 = int64_t(blockIdx.x) * kMmaRows;
+  const int64_t per = (nb + kMmaWarps - 1) / kMmaWarps, b_lo = warp * per < nb ? warp * per : nb;
+  const int64_t b_hi = b_lo + per < nb ? b_lo + per : nb;
+  const int64_t nst = (b_hi - b_lo + WKB - 1) / WKB;
+  auto stage = [&](int64_t s) {
+    if (s < nst) {
+      const int64_t b0 = b_lo + s * WKB;
+      const int nblk = int(b_hi - b0 < WKB ? b_hi - b0 : WKB);
+      for (int j = 0; j < kMmaRows; ++j)
+        if (r0 + j < N)
+          stage_async(ring + (int(s % S) * kMmaRows + j) * G::RP, p.w.data + (r0 + j) * p.w.data_stride + b0 * BB,
+                      nblk * BB, lane, 32);
+    }
+    cp_async_commit();
+  };
+  const bool xrow = g < p.m;
+  const __nv_bfloat16* xg = static_cast<const __nv_bfloat16*>(p.x) + (xrow ? g : 0) * p.x_stride;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) stage(s);
+  for (int64_t s = 0; s < nst; ++s) {
+    stage(s + S - 1);
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const int64_t b0 = b_lo + s * WKB;
+    const int nblk = int(b_hi - b0 < WKB ? b_hi - b0 : WKB);
+    const uint8_t* st = ring + int(s % S) * kMmaRows * G::RP;
+    for (int b = 0; b < nblk; ++b)  // rows past N read stale bytes; their outputs are dropped
+      Fm::block(st + g * G::RP + b * BB, st + (g + 8) * G::RP + b * BB, xg, xrow, (b0 + b) * BE, t, acc);
+    __syncwarp();
+  }
+  // c0, c1: row g, n 2t, 2t + 1; c2, c3: row g + 8
+  float* rw = red + warp * kMmaRows * 8;
+  rw[g * 8 + 2 * t] = acc[0];
+  rw[g * 8 + 2 * t + 1] = acc[1];
+  rw[(g + 8) * 8 + 2 * t] = acc[2];
+  rw[(g + 8) * 8 + 2 * t + 1] = acc[3];
+  __syncthreads();
+  if (threadIdx.x < kMmaRows * 8) {
+    const int j = int(threadIdx.x) >> 3, n = int(threadIdx.x) & 7;
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < kMmaWarps; ++w) v += red[(w * kMmaRows + j) * 8 + n];
+    if (n < p.m && r0 + j < N) {
+      if (p.bias) v += in_f32(static_cast<const __nv_bfloat16*>(p.bias)[r0 + j]);
+      static_cast<__nv_bfloat16*>(p.out)[n * p.out_stride + r0 + j] = out_of<__nv_bfloat16>(v);
+    }
+  }
+}
+
+__global__ void fill_x(__nv_bfloat16* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = __float2bfloat16(float(int((i * 7919) % 2001) - 1000) / 1000.f);
+}
+
+
+static double g_copy_gbs = 0;  // bytes moved a second by cudaMemcpy (read + write): the ceiling of a read
+using T = __nv_bfloat16;
+
+template <class K> int per_sm(K k, int smem) {
+  int per;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, reinterpret_cast<const void*>(k), 256, smem));
+  return per;
+}
+
+struct Case {
+  const char* name;
+  int64_t n, k, m, w_bytes, stride;
+  uint8_t* w[kSets];
+  T *x, *out;
+  std::vector<uint16_t> ref;
+  MmParams params(int s) const {
+    MmParams p{};
+    p.w = DeqParams{w[s], stride, nullptr, 0, braze::DType::f32, nullptr, 0, nullptr, 0, nullptr, 0, n, k, 0, false};
+    p.x = x; p.x_stride = k; p.bias = nullptr; p.out = out; p.out_stride = n; p.m = m; p.vec_x = true;
+    return p;
+  }
+  void report(const char* what, float us) const {
+    printf("%-6s m=%lld %-34s %7.1f us %6.0f GB/s %5.1f%%\n", name, (long long)m, what, us, w_bytes / us / 1e3,
+           100.0 * (w_bytes / g_copy_gbs / 1e3) / us);
+  }
+  void check(const char* what) const {
+    std::vector<uint16_t> got(m * n);
+    CK(cudaMemcpy(got.data(), out, 2 * m * n, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int64_t i = 0; i < m * n; ++i) bad += got[i] != ref[i];
+    if (bad) printf("  %s: %d of %lld outputs differ from the library kernel's\n", what, bad, (long long)(m * n));
+  }
+
+  // largest |out - library| over the largest |library|
+  void near(const char* what) const {
+    std::vector<uint16_t> got(m * n);
+    CK(cudaMemcpy(got.data(), out, 2 * m * n, cudaMemcpyDeviceToHost));
+    auto f = [](uint16_t h) { uint32_t u = uint32_t(h) << 16; float v; memcpy(&v, &u, 4); return v; };
+    double dmax = 0, rmax = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      dmax = std::max(dmax, double(std::fabs(f(got[i]) - f(ref[i]))));
+      rmax = std::max(rmax, double(std::fabs(f(ref[i]))));
+    }
+    printf("  %s: max |diff| %.3g, max |library| %.3g (%.2g)\n", what, dmax, rmax, rmax > 0 ? dmax / rmax : dmax);
+  }
+};
+
+template <class Wt, int MT, int R, int S, int WK, int XK> void pipe(Case& c) {
+  using P = Pipe<Wt, T, MT, R, S, WK, XK>;
+  auto k = gemv_pipe<Wt, T, MT, R, S, WK, XK>;
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, P::smem));
+  char what[80];
+  snprintf(what, sizeof what, "pipe R%d S%d WK%d XK%d (%dKB, %d/SM)", R, S, WK, XK, P::smem / 1024, per_sm(k, P::smem));
+  const unsigned grid = unsigned((c.n + P::kRows - 1) / P::kRows);
+  c.report(what, time_it([&](int s) { k<<<grid, 256, P::smem>>>(c.params(s)); }));
+  c.check(what);
+}
+
+template <class Fm, int S, int WKB> void mma(Case& c) {
+  using G = MmaGeo<Fm, S, WKB>;
+  auto k = gemv_mma<Fm, S, WKB>;
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, G::smem));
+  char what[80];
+  snprintf(what, sizeof what, "mma S%d WKB%d (%dKB, %d/SM)", S, WKB, G::smem / 1024, per_sm(k, G::smem));
+  const unsigned grid = unsigned((c.n + kMmaRows - 1) / kMmaRows);
+  c.report(what, time_it([&](int s) { k<<<grid, 256, G::smem>>>(c.params(s)); }));
+  c.near(what);
+}
+// the mma variants of a format (none where there is no policy)
+template <QFormat F> void mmas(Case& c) {
+  if constexpr (F == QFormat::q4_0) { mma<MmaQ4_0, 4, 8>(c); mma<MmaQ4_0, 3, 16>(c); }
+  if constexpr (F == QFormat::q4_K) { mma<MmaQ4_K, 4, 1>(c); mma<MmaQ4_K, 3, 2>(c); }
+}
+
+template <class Wt, int MT> void library(Case& c) {
+  auto k = gemv_kernel<Wt, T, MT>;
+  constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  char what[80];
+  snprintf(what, sizeof what, "library (%dKB, %d/SM)", bytes / 1024, per_sm(k, bytes));
+  const unsigned grid = unsigned((c.n + kGemvRows - 1) / kGemvRows);
+  c.report(what, time_it([&](int s) { k<<<grid, kGemvThreads, bytes>>>(c.params(s)); }));
+  c.ref.resize(c.m * c.n);
+  CK(cudaMemcpy(c.ref.data(), c.out, 2 * c.m * c.n, cudaMemcpyDeviceToHost));
+}
+
+template <class Wt, int MT> Case make(const char* name, int64_t n, int64_t k) {
+  Case c{};
+  c.name = name; c.n = n; c.k = k; c.m = MT;
+  if constexpr (Wt::dense) c.stride = k * 2;
+  else c.stride = k / Wt::block * Wt::block_bytes;
+  c.w_bytes = n * c.stride;
+  for (int s = 0; s < kSets; ++s) {
+    CK(cudaMalloc(&c.w[s], c.w_bytes));
+    fill_bytes<<<1024, 256>>>(c.w[s], c.w_bytes, 17u + s, 0x3cu);  // every f16 / bf16 scale finite
+  }
+  CK(cudaMalloc(&c.x, 2 * MT * k)); CK(cudaMalloc(&c.out, 2 * MT * n));
+  fill_x<<<256, 256>>>(c.x, MT * k);
+  CK(cudaDeviceSynchronize());
+  return c;
+}
+void release(Case& c) {
+  for (int s = 0; s < kSets; ++s) CK(cudaFree(c.w[s]));
+  CK(cudaFree(c.x)); CK(cudaFree(c.out));
+}
+
+template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
+  using Wt = Quant<F>;
+  {
+    Case c = make<Wt, 1>(name, n, k);
+    library<Wt, 1>(c);
+    mmas<F>(c);
+    if constexpr (gemv_fast<Wt>()) {
+      pipe<Wt, 1, 2, 4, 1024, 8192>(c);
+      pipe<Wt, 1, 2, 3, 2048, 8192>(c);
+    }
+    release(c);
+  }
+  for (int m : {2, 4}) {  // the library only
+    if (m == 2) {
+      Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c);
+      mmas<F>(c);
+      release(c);
+    } else {
+      Case c = make<Wt, 4>(name, n, k); library<Wt, 4>(c);
+      mmas<F>(c);
+      release(c);
+    }
+  }
+  {
+    Case c = make<Wt, 8>(name, n, k);
+    library<Wt, 8>(c);
+    mmas<F>(c);
+    if constexpr (gemv_fast<Wt>()) pipe<Wt, 8, 2, 4, 1024, 1024>(c);
+    release(c);
+  }
+}
+
+int main() {
+  cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
+  printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  {
+    const int64_t n = int64_t(1) << 27;
+    uint8_t *s[kSets], *d[kSets];
+    for (int i = 0; i < kSets; ++i) { CK(cudaMalloc(&s[i], n)); CK(cudaMalloc(&d[i], n)); }
+    const float mc = time_it([&](int i) { CK(cudaMemcpyAsync(d[i], s[i], n, cudaMemcpyDeviceToDevice)); });
+    g_copy_gbs = 2.0 * n / mc / 1e3;
+    printf("cudaMemcpyAsync D2D %lld B: %.1f us, %.0f GB/s read + write\n", (long long)n, mc, g_copy_gbs);
+    for (int i = 0; i < kSets; ++i) { CK(cudaFree(s[i])); CK(cudaFree(d[i])); }
+  }
+  {  // dense bf16, the library only
+    Case c = make<Dense, 1>("bf16", 4096, 14336);
+    library<Dense, 1>(c);
+    release(c);
+    Case c8 = make<Dense, 8>("bf16", 4096, 14336);
+    library<Dense, 8>(c8);
+    release(c8);
+  }
+  run<QFormat::q4_0>("q4_0", 4096, 14336);
+  run<QFormat::q8_0>("q8_0", 4096, 14336);
+  run<QFormat::q4_K>("q4_K", 4096, 14336);
+  run<QFormat::q6_K>("q6_K", 4096, 14336);
+  run<QFormat::q4_0>("q4_0", 14336, 4096);
+  run<QFormat::q5_K>("q5_K", 4096, 14336);
+  run<QFormat::q3_K>("q3_K", 4096, 14336);
+  run<QFormat::iq4_xs>("iq4_xs", 4096, 14336);
+  return 0;
+}

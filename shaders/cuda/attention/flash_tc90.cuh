@@ -1,0 +1,337 @@
+// Flash-attention forward on Hopper's warpgroup MMA (sm_90a), FlashAttention-3 style, for f16 / bf16
+// with head_dim 128: out[b, t, h] = softmax_j(scale q[b, t, h] . k[b, j, h / group]) v[b, j, h / group],
+// causal: keys j <= t (q and k / v of one length T). q, out [B, T, Hq, 128]; k, v [B, T, Hkv, 128], all
+// contiguous; lse (optional) [B, Hq, T] f32, natural log.
+//
+// A CTA of 3 warpgroups serves 128 query rows of one head:
+//   warpgroup 0, the producer: one thread issues the copy engine's 4-D tensor copies (maps over
+//     [B, T, H, D], boxes of 128 rows x 64 elements = 128-byte rows, 128-byte swizzle, rows past T
+//     read as 0): Q once, then K and V tiles of 128 keys into a ring of kTc90AttnStages stages, each
+//     tile completing on its own "full" mbarrier; a stage is refilled after its "empty" mbarrier has
+//     an arrival from each of the 8 consumer warps;
+//   warpgroups 1 and 2, the consumers, 64 rows each: S = Q K^T (8 wgmma m64n128k16, A = Q and B = K
+//     from shared memory, both K-major), masks on the tiles that need them (causal: the diagonal tile;
+//     keys past T), online softmax in f32 registers (base 2, scale folded into log2 e; row max and sum
+//     over the 4 lanes of a quad), P rounded to the input type in registers and O += P V (8 wgmma
+//     m64n128k16 with A = P from registers, B = V MN-major from shared memory, imm-trans-b = 1).
+// A D-wide row is two 64-element boxes: each 128-row tile is two 16 KB halves (d 0-63, d 64-127);
+// QK^T's k steps 0-3 read half 0 at +32 bytes each, 4-7 half 1; PV's B descriptor spans both halves
+// with its leading byte offset (16 KB) and a k step (16 keys) advances 2 KB.
+//
+// Sched 0: each tile is S, wait, softmax, PV, wait. Sched 1 (FA3's intra-warpgroup pipelining): S of
+// tile n + 1 is issued before PV of tile n, and its softmax runs while PV is in flight; O is rescaled
+// and P repacked once PV has completed. Sched 2: 1, plus FA3's ping-pong between the two consumers:
+// named barriers 1 and 2 pass a turn so the warpgroups issue their GEMMs alternately (one's softmax
+// runs while the other's GEMMs do).
+// Grid: x = (row block, head), the head fastest and the last row blocks first (under a causal mask they
+// have the most tiles; the heads of one GQA group, reading the same K / V, run side by side); y = batch.
+// setmaxnreg: producer 24, consumers 240 registers. Shared memory: Q 32 KB + 2 stages x (K 32 + V 32 KB).
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/common/tc90.cuh"
+
+namespace braze::cuda::attn {
+
+constexpr int kTc90AttnRows = 128, kTc90AttnKeys = 128, kTc90AttnStages = 2, kTc90AttnThreads = 384;
+constexpr int kTc90AttnD = 128;
+constexpr uint32_t kTc90AttnHalf = 128 * 128;                // bytes: 128 rows x 64 elements
+constexpr uint32_t kTc90AttnTile = 2 * kTc90AttnHalf;       // one 128-row tile of Q, K or V
+constexpr int kTc90AttnBars = 1 + 3 * kTc90AttnStages;      // q, k full, v full, empty
+constexpr int kTc90AttnSmem = (1 + 2 * kTc90AttnStages) * kTc90AttnTile + 8 * kTc90AttnBars + 1024;
+
+struct Tc90AttnParams {
+  void* out;       // [B, T, Hq, 128] of the input type
+  float* lse;      // [B, Hq, T], or null
+  int T, q_heads, group;
+  float scale_log2;  // scale * log2(e)
+  int causal;
+};
+
+__device__ __forceinline__ float tc90_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+template <class T> __device__ __forceinline__ uint32_t tc90_pack(float a, float b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+#if BRAZE_TC90
+// The per-warpgroup state of 64 rows: this lane's rows are r0 + 8 h (h = 0, 1) of the block.
+struct Tc90Softmax {
+  float m[2], l[2];  // running max (base 2, scaled) and this lane's partial sum
+};
+
+// Scores of key tile n (s, raw Q K^T) -> exponentials in place; corr: the factor O must be scaled by.
+__device__ __forceinline__ void tc90_softmax(float (&s)[64], Tc90Softmax& st, float (&corr)[2], int n, int row,
+                                             int T, int causal, bool mask, float scale_log2) {
+  const int tq = threadIdx.x % 4;
+  if (mask) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n * kTc90AttnKeys + 8 * j + 2 * tq + (e & 1), r = row + 8 * (e >> 1);
+        if (key >= T || (causal && key > r)) s[4 * j + e] = -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(st.m[h], mx * scale_log2);
+    const float mu = mn == -INFINITY ? 0.f : mn;  // every key so far masked: any finite shift
+    corr[h] = tc90_exp2(st.m[h] - mu);
+    st.m[h] = mn;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float e = tc90_exp2(fmaf(s[4 * j + 2 * h + c], scale_log2, -mu));
+        s[4 * j + 2 * h + c] = e;
+        sum += e;
+      }
+    st.l[h] = st.l[h] * corr[h] + sum;
+  }
+}
+
+// O *= corr (per row), then P = s rounded to T as 8 A fragments of 16 keys.
+template <class T>
+__device__ __forceinline__ void tc90_rescale_pack(float (&o)[64], const float (&s)[64], const float (&corr)[2],
+                                                  uint32_t (&p)[8][4]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    o[4 * j] *= corr[0];
+    o[4 * j + 1] *= corr[0];
+    o[4 * j + 2] *= corr[1];
+    o[4 * j + 3] *= corr[1];
+  }
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    p[k][0] = tc90_pack<T>(s[8 * k], s[8 * k + 1]);
+    p[k][1] = tc90_pack<T>(s[8 * k + 2], s[8 * k + 3]);
+    p[k][2] = tc90_pack<T>(s[8 * k + 4], s[8 * k + 5]);
+    p[k][3] = tc90_pack<T>(s[8 * k + 6], s[8 * k + 7]);
+  }
+}
+
+// S[64 x 128] = Q K^T: qa the warpgroup's 64 rows of the Q tile, k the K tile (both 2 halves, K-major).
+template <class In> __device__ __forceinline__ void tc90_qk(float (&s)[64], uint32_t qa, uint32_t k) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t off = (kk / 4) * kTc90AttnHalf + (kk % 4) * 32;
+    tc90::wgmma_n128_ss<In>(s, tc90::sw128_desc(qa + off), tc90::sw128_desc(k + off), kk > 0);
+  }
+}
+// O[64 x 128] += P V: P as 8 A fragments of 16 keys, v the V tile ([keys][d], 2 halves): B MN-major,
+// 16 keys = 2 KB a k step, the two 64-column halves kTc90AttnHalf apart (lbo), 8-key groups 1 KB (sbo).
+template <class In, uint32_t Lbo = kTc90AttnHalf, uint32_t Sbo = 1024>
+__device__ __forceinline__ void tc90_pv(float (&o)[64], const uint32_t (&pf)[8][4], uint32_t v) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) tc90::wgmma_n128_rs_tb<In>(o, pf[kk], tc90::sw128_desc_mn(v + kk * 2048, Lbo, Sbo), 1);
+}
+
+template <int N> __device__ __forceinline__ void tc90_fence_p(uint32_t (&p)[N][4]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) tc90::reg_fence(p[k]);
+}
+#endif  // BRAZE_TC90
+
+// In: tc90::Bf16In or F16In, T the matching __nv_bfloat16 / __half.
+template <class T, int Sched>
+__global__ void __launch_bounds__(kTc90AttnThreads, 1)
+    flash_tc90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                      const __grid_constant__ CUtensorMap map_v, const Tc90AttnParams p) {
+#if BRAZE_TC90
+  using namespace tc90;
+  using In = std::conditional_t<std::is_same_v<T, __half>, F16In, Bf16In>;
+  constexpr int ST = kTc90AttnStages;
+  extern __shared__ uint8_t tc90_attn_smem[];
+  const uint32_t base = (tc90::smem_addr(tc90_attn_smem) + 1023u) & ~1023u;  // swizzled tiles start on 1024 bytes
+  const uint32_t sq = base, skv = base + kTc90AttnTile;  // stage s: K at skv + 2 s tile, V one tile on
+  const uint32_t bar_q = base + (1 + 2 * ST) * kTc90AttnTile;
+  auto kfull = [&](int s) { return bar_q + 8 + 8 * s; };
+  auto vfull = [&](int s) { return bar_q + 8 + 8 * ST + 8 * s; };
+  auto empty = [&](int s) { return bar_q + 8 + 16 * ST + 8 * s; };
+  auto kst = [&](int s) { return skv + 2 * s * kTc90AttnTile; };
+
+  const int tid = int(threadIdx.x), wg = tid / 128;
+  const int rblocks = (p.T + kTc90AttnRows - 1) / kTc90AttnRows;
+  const int h = int(blockIdx.x) % p.q_heads, rb = rblocks - 1 - int(blockIdx.x) / p.q_heads, b = int(blockIdx.y);
+  const int row0 = rb * kTc90AttnRows;
+  const int tiles = p.causal ? rb + 1 : (p.T + kTc90AttnKeys - 1) / kTc90AttnKeys;
+
+  if (tid == 0) {
+    mbar_init(bar_q, 1);
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(kfull(s), 1);
+      mbar_init(vfull(s), 1);
+      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+    if (tid == 0) {
+      const int kvh = h / p.group;
+      mbar_expect(bar_q, kTc90AttnTile);
+      tma_load_4d(sq, &map_q, bar_q, 0, h, row0, b);
+      tma_load_4d(sq + kTc90AttnHalf, &map_q, bar_q, 64, h, row0, b);
+      for (int n = 0; n < tiles; ++n) {
+        const int s = n % ST;
+        if (n >= ST) mbar_wait(empty(s), uint32_t(n / ST - 1) & 1u);
+        const uint32_t k = kst(s), v = k + kTc90AttnTile;
+        mbar_expect(kfull(s), kTc90AttnTile);
+        tma_load_4d(k, &map_k, kfull(s), 0, kvh, n * kTc90AttnKeys, b);
+        tma_load_4d(k + kTc90AttnHalf, &map_k, kfull(s), 64, kvh, n * kTc90AttnKeys, b);
+        mbar_expect(vfull(s), kTc90AttnTile);
+        tma_load_4d(v, &map_v, vfull(s), 0, kvh, n * kTc90AttnKeys, b);
+        tma_load_4d(v + kTc90AttnHalf, &map_v, vfull(s), 64, kvh, n * kTc90AttnKeys, b);
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+  const int cw = wg - 1, t = tid % 128, w = t / 32, lane = tid % 32;
+  const int row = row0 + cw * 64 + w * 16 + lane / 4;  // this lane's first row (the second: + 8)
+  const uint32_t qa = sq + cw * 64 * 128;                // this warpgroup's 64 rows of each Q half
+  // the masked tiles: the diagonal one under a causal mask, a last one reaching past T
+  auto masked = [&](int n) { return (p.causal && n == rb) || (n + 1) * kTc90AttnKeys > p.T; };
+  auto qk = [&](float (&s)[64], int stage) { tc90_qk<In>(s, qa, kst(stage)); };
+  auto pv = [&](float (&o)[64], const uint32_t (&pf)[8][4], int stage) {
+    tc90_pv<In>(o, pf, kst(stage) + kTc90AttnTile);
+  };
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  Tc90Softmax st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
+  uint32_t pf[8][4];
+  float corr[2];
+  mbar_wait(bar_q, 0);
+
+  // Sched 2: warpgroup cw issues its GEMMs after a bar_sync on barrier 1 + cw, which completes with
+  // the other's bar_arrive after its own issue; consumer 1 starts by letting consumer 0 go first and
+  // skips its arrival after its last issue (each barrier: as many arrivals as syncs).
+  auto my_turn = [&] {
+    if constexpr (Sched == 2) bar_sync(1 + cw, 256);
+  };
+  auto pass_turn = [&](bool last) {
+    if constexpr (Sched == 2)
+      if (!(last && cw == 1)) bar_arrive(2 - cw, 256);
+  };
+  if constexpr (Sched == 2)
+    if (cw == 1) bar_arrive(1, 256);
+
+  if constexpr (Sched == 0) {
+    for (int n = 0; n < tiles; ++n) {
+      const int s = n % ST;
+      const uint32_t ph = uint32_t(n / ST) & 1u;
+      float sc[64];
+      mbar_wait(kfull(s), ph);
+      wgmma_fence();
+      qk(sc, s);
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(sc);
+      tc90_softmax(sc, st, corr, n, row, p.T, p.causal, masked(n), p.scale_log2);
+      tc90_rescale_pack<T>(o, sc, corr, pf);
+      mbar_wait(vfull(s), ph);
+      wgmma_fence();
+      pv(o, pf, s);
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(o);
+      tc90_fence_p(pf);
+      if (lane == 0) mbar_arrive(empty(s));
+    }
+  } else {
+    {  // tile 0: S, softmax, P
+      float sc[64];
+      mbar_wait(kfull(0), 0);
+      my_turn();
+      wgmma_fence();
+      qk(sc, 0);
+      wgmma_commit();
+      pass_turn(false);
+      wgmma_wait<0>();
+      reg_fence(sc);
+      tc90_softmax(sc, st, corr, 0, row, p.T, p.causal, masked(0), p.scale_log2);
+      tc90_rescale_pack<T>(o, sc, corr, pf);
+    }
+    for (int n = 1; n < tiles; ++n) {
+      const int s = n % ST, sp = (n - 1) % ST;
+      float sc[64];
+      mbar_wait(kfull(s), uint32_t(n / ST) & 1u);
+      my_turn();
+      wgmma_fence();
+      qk(sc, s);  // S of tile n ...
+      wgmma_commit();
+      mbar_wait(vfull(sp), uint32_t((n - 1) / ST) & 1u);
+      wgmma_fence();
+      pv(o, pf, sp);  // ... and O += P V of tile n - 1, both in flight
+      wgmma_commit();
+      pass_turn(false);
+      wgmma_wait<1>();  // S done
+      reg_fence(sc);
+      tc90_softmax(sc, st, corr, n, row, p.T, p.causal, masked(n), p.scale_log2);
+      wgmma_wait<0>();  // PV done: O and P are ours again, the stage of tile n - 1 is free
+      reg_fence(o);
+      tc90_fence_p(pf);
+      if (lane == 0) mbar_arrive(empty(sp));
+      tc90_rescale_pack<T>(o, sc, corr, pf);
+    }
+    const int sl = (tiles - 1) % ST;
+    mbar_wait(vfull(sl), uint32_t((tiles - 1) / ST) & 1u);
+    my_turn();
+    wgmma_fence();
+    pv(o, pf, sl);
+    wgmma_commit();
+    pass_turn(true);
+    wgmma_wait<0>();
+    reg_fence(o);
+    tc90_fence_p(pf);
+    if (lane == 0) mbar_arrive(empty(sl));
+  }
+
+  // O / L (the quad's partial sums), rows inside T only; lse = ln 2 (m + log2 L).
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float L = st.l[hh];
+    L += __shfl_xor_sync(0xffffffffu, L, 1);
+    L += __shfl_xor_sync(0xffffffffu, L, 2);
+    const int r = row + 8 * hh;
+    if (r >= p.T) continue;
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    T* dst = out + ((int64_t(b) * p.T + r) * p.q_heads + h) * kTc90AttnD + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<uint32_t*>(dst + 8 * j) = tc90_pack<T>(o[4 * j + 2 * hh] * inv, o[4 * j + 2 * hh + 1] * inv);
+    if (p.lse && lane % 4 == 0)
+      p.lse[(int64_t(b) * p.q_heads + h) * p.T + r] =
+          L > 0.f ? (st.m[hh] + __log2f(L)) * 0.6931471805599453f : -INFINITY;
+  }
+#endif
+}
+
+}  // namespace braze::cuda::attn
