@@ -16,17 +16,11 @@
 #include <vector>
 
 #include "cuda/quant/dequant.cuh"
+#include "cuda_bw.cuh"
 
 using namespace braze::cuda::quant;
 using braze::quant::QFormat;
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
-
-constexpr int kSets = 3, kIters = 20, kReps = 7;
 
 // Variant "wide": a tile of M library tiles staged at once (M x the bytes in flight a barrier).
 // Mode 0: the library's decode; 1: the bytes widened as int8 (wrong values:
@@ -101,30 +95,6 @@ __global__ void widen8(const uint2* __restrict__ s, uint4* __restrict__ d, int64
   }
 }
 
-__global__ void fill(uint8_t* p, int64_t n, uint32_t seed, uint32_t mod) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = uint8_t(h % mod);  // mod 0x3c: every fp16 scale finite
-  }
-}
-
-template <class Launch> float time_it(Launch&& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int s = 0; s < kSets; ++s) launch(s);
-  std::vector<float> ms;
-  for (int rep = 0; rep < kReps; ++rep) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < kIters; ++i) launch(i % kSets);
-    CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
-    float m; CK(cudaEventElapsedTime(&m, a, b)); ms.push_back(m * 1000.f / kIters);
-  }
-  CK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  return ms[kReps / 2];
-}
-
 template <class K> int resident(K k) {
   int dev, sms, per;
   CK(cudaGetDevice(&dev)); CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -143,7 +113,7 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
   Buffers bf;
   for (int s = 0; s < kSets; ++s) {
     CK(cudaMalloc(&bf.data[s], in_bytes)); CK(cudaMalloc(&bf.out[s], out_bytes));
-    fill<<<1024, 256>>>(bf.data[s], in_bytes, 17u + s, B == 1 ? 256u : 0x3cu);  // fp8: every code
+    fill_bytes<<<1024, 256>>>(bf.data[s], in_bytes, 17u + s, B == 1 ? 256u : 0x3cu);  // fp8: every code
   }
   CK(cudaMalloc(&bf.scale, 4)); const float one = 0.5f; CK(cudaMemcpy(bf.scale, &one, 4, cudaMemcpyHostToDevice));
   // split formats' scales (mx: a byte a 32, nvfp4: a byte a 16, affine: f32 scale and bias a 64), finite bytes
@@ -152,7 +122,7 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
                           : G == braze::quant::Group::affine ? cols / 64 : 1;
   const int64_t sc_bytes = rows * sc_stride * 4;
   CK(cudaMalloc(&bf.scales, 2 * sc_bytes));
-  fill<<<1024, 256>>>(bf.scales, 2 * sc_bytes, 99u, 0x3cu);
+  fill_bytes<<<1024, 256>>>(bf.scales, 2 * sc_bytes, 99u, 0x3cu);
   const bool split = info(F).layout == braze::quant::Layout::split && G != braze::quant::Group::fp8 &&
                      G != braze::quant::Group::int8;
   bf.ref = static_cast<uint8_t*>(malloc(out_bytes));
