@@ -7,7 +7,9 @@
 // Each row: median of 7 timings of 20 launches rotating over 3 buffer sets
 // (every set larger than the L2), bytes = packed read + output written; % is
 // against cudaMemcpyAsync device-to-device of the same total, measured here.
-// Variants are checked bit for bit against the library kernel's output.
+// Variants are checked bit for bit against the library kernel's output, and the
+// library kernel against a copy of the kernel of c67ad08 (namespace ref, timed
+// beside it as "ref (c67ad08)") for every format; the exit status is 1 if any differs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +19,137 @@
 
 #include "cuda/quant/dequant.cuh"
 #include "cuda_bw.cuh"
+
+// ---------------------------------------------------------------- reference
+// The library's dequantize as of c67ad08 (shaders/cuda/quant/dequant.cuh), kept
+// verbatim but for the namespace: the library kernel's output is compared with
+// it bit for bit for every format (its time is printed as "ref (c67ad08)").
+namespace braze::cuda::quant::ref {
+
+using namespace braze::quant;
+
+
+template <QFormat F> struct MxElem;
+template <> struct MxElem<QFormat::mxfp4> { static constexpr Elem e = Elem::e2m1; };
+template <> struct MxElem<QFormat::mxfp6_e2m3> { static constexpr Elem e = Elem::e2m3; };
+template <> struct MxElem<QFormat::mxfp6_e3m2> { static constexpr Elem e = Elem::e3m2; };
+template <> struct MxElem<QFormat::mxfp8_e4m3> { static constexpr Elem e = Elem::e4m3; };
+template <> struct MxElem<QFormat::mxfp8_e5m2> { static constexpr Elem e = Elem::e5m2; };
+template <> struct MxElem<QFormat::fp8_e4m3> { static constexpr Elem e = Elem::e4m3; };
+template <> struct MxElem<QFormat::fp8_e5m2> { static constexpr Elem e = Elem::e5m2; };
+
+template <QFormat F> constexpr int affine_bits() {
+  return F == QFormat::affine2 ? 2 : F == QFormat::affine3 ? 3 : F == QFormat::affine4 ? 4
+       : F == QFormat::affine5 ? 5 : F == QFormat::affine6 ? 6 : 8;
+}
+
+__device__ __forceinline__ float scalar_at(const void* p, DType t, int64_t i) {
+  if (t == DType::f32) return static_cast<const float*>(p)[i];
+  if (t == DType::f16) return __half2float(static_cast<const __half*>(p)[i]);
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+// The float scale of element (r, k) of an fp8 / int8 weight: per tensor, row or 128 x 128 block.
+__device__ __forceinline__ float scaled_scale(const DeqParams& p, int64_t r, int64_t k) {
+  const float* s = static_cast<const float*>(p.scales);
+  return p.group == kFp8GroupTensor ? s[0] : p.group == kFp8GroupRow ? s[r] : s[r / 128 * p.scales_stride + k / 128];
+}
+
+// 16 fp8 codes (src 16-byte aligned) times s, through the hardware's fp8x2 ->
+// f16x2 conversion: exact for every code (f16 holds every e4m3 / e5m2 value),
+// a NaN code gives a NaN, and the multiply makes every NaN the canonical one,
+// as decode_elem(c) * s does on the GPU.
+template <Elem E> __device__ __forceinline__ void fp8x16_times(const uint8_t* src, float s, float* out) {
+  static_assert(E == Elem::e4m3 || E == Elem::e5m2, "an fp8 element");
+  const uint4 w = *reinterpret_cast<const uint4*>(src);
+  const uint32_t x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(x[j / 2] >> (16 * (j % 2))),
+                                                     E == Elem::e4m3 ? __NV_E4M3 : __NV_E5M2);
+    out[2 * j] = __half2float(__half(__half_raw{h.x})) * s;
+    out[2 * j + 1] = __half2float(__half(__half_raw{h.y})) * s;
+  }
+}
+
+// Elements [krel, krel + 16) of the tile starting at element k_tile of row r,
+// from the tile's staged bytes; the arithmetic of the CPU kernels, step by step.
+template <QFormat F>
+__device__ __forceinline__ void decode_chunk(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
+                                             const DeqParams& p, float* out) {
+  constexpr Group G = info(F).group;
+  if constexpr (info(F).layout == Layout::blocks) {
+    static_assert(Codec<F>::kChunk == kDeqChunk, "a thread decodes one codec chunk");
+    braze::quant::decode<F>(tile, krel, out);
+  } else if constexpr (G == Group::mx) {
+    const uint8_t* sc = static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k_tile / kMxBlock;
+    mx_decode8<MxElem<F>::e>(tile, sc, krel, out);
+    mx_decode8<MxElem<F>::e>(tile, sc, krel + 8, out + 8);
+  } else if constexpr (G == Group::nvfp4) {
+    const uint8_t* sc = static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k_tile / kNvfp4Block;
+    const float t = *p.tensor_scale;
+    // nvfp4_decode8's (e2m1 * s) * t, as the CPU's two steps
+    nvfp4_decode8(tile, sc, t, krel, out);
+    nvfp4_decode8(tile, sc, t, krel + 8, out + 8);
+  } else if constexpr (G == Group::fp8) {
+    const float s = ref::scaled_scale(p, r, k_tile + krel);
+#pragma unroll
+    for (int j = 0; j < kDeqChunk; ++j) out[j] = decode_elem<MxElem<F>::e>(tile[krel + j]) * s;
+  } else if constexpr (G == Group::int8) {
+    const float s = ref::scaled_scale(p, r, k_tile + krel);
+#pragma unroll
+    for (int j = 0; j < kDeqChunk; ++j) out[j] = float(int8_t(tile[krel + j])) * s;
+  } else {
+    static_assert(G == Group::affine, "every group decodes");
+    const int64_t gi = (k_tile + krel) / p.group;
+    const float s = scalar_at(p.scales, p.scales_dtype, r * p.scales_stride + gi);
+    const float b = scalar_at(p.biases, p.scales_dtype, r * p.biases_stride + gi);
+    affine_decode8<affine_bits<F>()>(tile, s, b, krel, out);
+    affine_decode8<affine_bits<F>()>(tile, s, b, krel + 8, out + 8);
+  }
+}
+
+// decode_chunk of a chunk of a staged tile (16-byte aligned), fp8 through
+// fp8x16_times; the matmuls read unaligned rows and keep decode_chunk.
+template <QFormat F>
+__device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
+                                              const DeqParams& p, float* out) {
+  if constexpr (info(F).group == Group::fp8) {
+    fp8x16_times<MxElem<F>::e>(tile + krel, ref::scaled_scale(p, r, k_tile + krel), out);
+  } else {
+    ref::decode_chunk<F>(tile, krel, r, k_tile, p, out);
+  }
+}
+
+template <QFormat F, class T>
+__global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams p) {
+  constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
+  static_assert(kDeqTile % B == 0, "tiles start on block boundaries");
+  constexpr int kTileBytes = kDeqSpan / B * BB;
+  __shared__ __align__(16) uint8_t tile[kTileBytes];
+  const int64_t total = p.rows * p.tiles;
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t r = t / p.tiles, k_tile = (t - r * p.tiles) * kDeqSpan;
+    const int64_t left = p.cols - k_tile;
+    const int n = left < kDeqSpan ? int(left) : kDeqSpan;  // a multiple of B
+    stage_bytes(tile, p.data + r * p.data_stride + k_tile / B * BB, n / B * BB);
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < kDeqSpan / kDeqTile; ++h) {
+      const int krel = (h * kDeqThreads + int(threadIdx.x)) * kDeqChunk;
+      if (krel < n) {
+        float v[kDeqChunk];
+        ref::decode_staged<F>(tile, krel, r, k_tile, p, v);
+        T* dst = static_cast<T*>(p.out) + r * p.out_stride + k_tile + krel;
+        const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;  // short only in fp8 / int8 rows
+        store_arith_n<T, kDeqChunk>(dst, v, m, p.vec_out);
+      }
+    }
+    __syncthreads();  // the tile is read before the next one overwrites it
+  }
+}
+
+}  // namespace braze::cuda::quant::ref
 
 using namespace braze::cuda::quant;
 using braze::quant::QFormat;
@@ -42,7 +175,7 @@ template <QFormat F, class T, int M, int Mode = 0>
 __global__ void __launch_bounds__(kDeqThreads) deq_wide(const DeqParams p) {
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   constexpr int kTile = M * kDeqTile, kTileBytes = kTile / B * BB;
-  __shared__ __align__(16) uint8_t tile[kTileBytes];
+  __shared__ __align__(16) uint8_t tile[kTileBytes + 16];  // the library's padding (decode_staged's unaligned reads)
   const int64_t tiles = (p.cols + kTile - 1) / kTile, total = p.rows * tiles;
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const int64_t r = t / tiles, k_tile = (t - r * tiles) * kTile;
@@ -104,6 +237,8 @@ template <class K> int resident(K k) {
 
 struct Buffers { uint8_t* data[kSets]; void* out[kSets]; float* scale; uint8_t* scales; uint8_t* ref; };
 
+static int g_mismatched = 0;  // formats whose library output differs from ref
+
 // detail: also the library's other grids and the wide / no-decode variants.
 template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, double copy_gbs_per_byte_fn(double),
                               bool detail = true) {
@@ -152,6 +287,24 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
     const int64_t total = rows * ((cols + kDeqSpan - 1) / kDeqSpan);
     report("library (4 waves)", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(4 * g, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
     CK(cudaMemcpy(bf.ref, bf.out[0], out_bytes, cudaMemcpyDeviceToHost));
+    {  // today's kernel (ref, c67ad08): the same output bit for bit, and its time beside
+      auto kr = ref::dequantize_kernel<F, T>;
+      const int gr = resident(kr);
+      report("ref (c67ad08)", time_it([&](int s) { kr<<<unsigned(std::min<int64_t>(4 * gr, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
+      std::vector<uint8_t> got(out_bytes);
+      CK(cudaMemcpy(got.data(), bf.out[0], out_bytes, cudaMemcpyDeviceToHost));
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < out_bytes; i += 2)
+        if (memcmp(got.data() + i, bf.ref + i, 2) != 0) { ++bad; if (first < 0) first = i / 2; }
+      if (bad) {
+        uint16_t a, b; memcpy(&a, bf.ref + 2 * first, 2); memcpy(&b, got.data() + 2 * first, 2);
+        printf("  %s: MISMATCH library vs ref: %lld of %lld elements, first at %lld (library %04x, ref %04x)\n", name,
+               (long long)bad, (long long)(out_bytes / 2), (long long)first, a, b);
+        ++g_mismatched;
+      } else {
+        printf("  %s: library == ref bit for bit (%lld elements)\n", name, (long long)(out_bytes / 2));
+      }
+    }
     if (!detail) {
       for (int s = 0; s < kSets; ++s) { CK(cudaFree(bf.data[s])); CK(cudaFree(bf.out[s])); }
       CK(cudaFree(bf.scale)); CK(cudaFree(bf.scales)); free(bf.ref);
@@ -215,5 +368,7 @@ int main() {
     run<QFormat::name>(#name, 4096, 14336, memcpy_us, false);
   BRAZE_QUANT_FORMATS(BRAZE_ROW)
 #undef BRAZE_ROW
-  return 0;
+  if (g_mismatched) printf("%d format(s) DIFFER from ref\n", g_mismatched);
+  else printf("every format bit-identical to ref\n");
+  return g_mismatched ? 1 : 0;
 }

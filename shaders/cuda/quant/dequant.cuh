@@ -8,7 +8,10 @@
 // converted to 16-bit types two at a time. fp8 codes go
 // through the hardware's exact fp8x2 -> f16x2 conversion instead of the codec's
 // bit arithmetic (the same values). Sub-block scales scattered in a K-quant
-// block are read from shared memory, not memory. CTAs loop over the tiles of
+// block are read from shared memory, not memory; a split format's scales and
+// biases are loaded into registers before the barrier, with the tile's bytes;
+// most formats decode four codes a word (decode_staged below, bit-identical to
+// the codecs: scripts/cuda_dequant_bw.cu checks it). CTAs loop over the tiles of
 // all rows (grid: up to four waves of resident CTAs). The frame alone (bytes
 // widened, no decode) runs at ~91% of the copy on an H100, so the decode's
 // instructions are what separates a format from that: scripts/cuda_dequant_bw.cu.
@@ -131,16 +134,317 @@ __device__ __forceinline__ void decode_chunk(const uint8_t* tile, int krel, int6
   }
 }
 
-// decode_chunk of a chunk of a staged tile (16-byte aligned), fp8 through
-// fp8x16_times; the matmuls read unaligned rows and keep decode_chunk.
+// ---------------------------------------------------------------- dequantize only
+// What decode_staged adds to decode_chunk for the dequantize kernel: the same
+// floats bit for bit, with fewer instructions and no memory latency after the
+// barrier. (1) A split format's scale (and bias) of each of a thread's chunks
+// is loaded into registers (DeqPre) before the tile's barrier, beside the
+// staging loads, not read from memory after it. (2) Codes come out of 32-bit
+// words of the staged tile four at a time (shifts by a run-time amount, masks
+// and byte permutes), not byte by byte through the codecs' switches on the
+// shift, which diverge in a warp whose lanes sit at different shifts (q3_K /
+// q5_K: eight ways). (3) A level is widened to f32 as (2^23 + byte) - (2^23 +
+// bias) (exact: the same float as float(q)), and 16-entry tables (iq4,
+// GGUF fp4) are byte permutes of registers, not indexed local arrays. (4) The
+// products and sums are the codecs' (d q, d q - m, d q + m; e2m1 times the
+// scale(s)), each rounded on its own (__fmul_rn / __fadd_rn / __fsub_rn), from
+// the same d and m: f16 scales through the hardware's exact conversion, whose
+// result differs from the codec's f16_to_f32 only in a NaN's payload, and
+// every such value is multiplied or added, which gives the canonical NaN either way.
+
+// A chunk's split-format scale, bias or scale code, loaded before the barrier
+// and turned into floats after it (no wait on the load before the barrier).
+struct DeqPre {
+  uint32_t s, b;  // raw bits: an f32 / f16 / bf16 scalar, or a scale byte
+  float t;        // nvfp4's tensor scale
+};
+
+__device__ __forceinline__ uint32_t scalar_bits(const void* p, DType t, int64_t i) {
+  if (t == DType::f32) return __ldg(static_cast<const unsigned int*>(p) + i);
+  return __ldg(static_cast<const unsigned short*>(p) + i);
+}
+// scalar_at's value from scalar_bits' bits.
+__device__ __forceinline__ float bits_scalar(uint32_t v, DType t) {
+  if (t == DType::f32) return __uint_as_float(v);
+  if (t == DType::f16) return __half2float(__ushort_as_half(uint16_t(v)));
+  return __uint_as_float(v << 16);
+}
+
+// The loads decode_chunk would do from memory for chunk [k, k + 16) of row r.
+template <QFormat F> __device__ __forceinline__ DeqPre deq_prefetch(const DeqParams& p, int64_t r, int64_t k) {
+  constexpr Group G = info(F).group;
+  DeqPre q{0u, 0u, 0.f};
+  if constexpr (info(F).layout == Layout::split) {
+    if constexpr (G == Group::mx) {
+      q.s = __ldg(static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k / kMxBlock);
+    } else if constexpr (G == Group::nvfp4) {
+      q.s = __ldg(static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k / kNvfp4Block);
+      q.t = __ldg(p.tensor_scale);
+    } else if constexpr (G == Group::fp8 || G == Group::int8) {
+      const float* s = static_cast<const float*>(p.scales);
+      const int64_t i = p.group == kFp8GroupTensor ? 0 : p.group == kFp8GroupRow ? r : r / 128 * p.scales_stride + k / 128;
+      q.s = __ldg(reinterpret_cast<const unsigned int*>(s) + i);
+    } else {
+      const int64_t gi = k / p.group;
+      q.s = scalar_bits(p.scales, p.scales_dtype, r * p.scales_stride + gi);
+      q.b = scalar_bits(p.biases, p.scales_dtype, r * p.biases_stride + gi);
+    }
+  }
+  return q;
+}
+
+// 16 bytes of shared memory from p (A-byte aligned, A in 2, 4, 8, 16; A < 4
+// means any alignment) as four little-endian words; A < 4 reads the aligned
+// words around them (up to 3 bytes either side: the tile is padded).
+template <int A> __device__ __forceinline__ void words16(const uint8_t* p, uint32_t (&w)[4]) {
+  if constexpr (A >= 16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else if constexpr (A >= 8) {
+    const uint2 a = reinterpret_cast<const uint2*>(p)[0], b = reinterpret_cast<const uint2*>(p)[1];
+    w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y;
+  } else if constexpr (A >= 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = reinterpret_cast<const uint32_t*>(p)[i];
+  } else {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* base = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
+    const uint32_t sh = uint32_t(a & 3u) * 8u;
+    uint32_t x[5];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) x[i] = base[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(x[i], x[i + 1], sh);
+  }
+}
+
+__device__ __forceinline__ float f16_at(const uint8_t* p) {  // p 2-byte aligned
+  return __half2float(*reinterpret_cast<const __half*>(p));
+}
+
+// float(byte i of w) - bias, exactly, as 2^23 + byte - (2^23 + bias): magic = 2^23 + bias.
+__device__ __forceinline__ float level_f(uint32_t w, int i, float magic) {
+  return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4b000000u, 0x7440u | unsigned(i))), magic);
+}
+
+// out[i] = affine<A>(d, m, float(byte i of w) - bias), each product and sum rounded on its own.
+template <Affine A> __device__ __forceinline__ void affine16(const uint32_t (&w)[4], float magic, float d, float m,
+                                                            float* out) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const float q = level_f(w[i / 4], i % 4, magic);
+    const float dq = __fmul_rn(d, q);
+    out[i] = A == Affine::mul ? dq : A == Affine::mul_add ? __fadd_rn(dq, m) : __fsub_rn(dq, m);
+  }
+}
+
+// A 16-entry int8 table as four words, for table16.
+struct Table16 {
+  uint32_t w[4];
+};
+constexpr Table16 table16_of(const int8_t (&v)[16]) {
+  Table16 t{{0u, 0u, 0u, 0u}};
+  for (int i = 0; i < 16; ++i) t.w[i / 4] |= uint32_t(uint8_t(v[i])) << (8 * (i % 4));
+  return t;
+}
+// The table's entries at the four indices (bytes 0..15) of x, as four bytes.
+__device__ __forceinline__ uint32_t table16(const Table16& t, uint32_t x) {
+  const uint32_t y = x & 0x07070707u;  // the index within a half; bit 3 picks the half
+  const uint32_t sel = (y & 0x7u) | ((y >> 4) & 0x70u) | ((y >> 8) & 0x700u) | ((y >> 12) & 0x7000u);
+  const uint32_t lo = __byte_perm(t.w[0], t.w[1], sel), hi = __byte_perm(t.w[2], t.w[3], sel);
+  const uint32_t mask = ((x >> 3) & 0x01010101u) * 0xffu;
+  return (lo & ~mask) | (hi & mask);
+}
+constexpr int8_t kIq4Values[16] = BRAZE_IQ4_VALUES;
+constexpr int8_t kMxfp4GgufValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};  // gguf_fp4_detail::kvalue
+
+// Eight e2m1 codes (a word, LSB first) as floats: exact (every e2m1 value is an
+// f16; decode_elem<e2m1>'s values, -0 for the code 8 included), through f16
+// pairs whose high bytes come from a byte permute of the 8 magnitudes.
+__device__ __forceinline__ void e2m1x8(uint32_t w, float* out) {
+  constexpr uint32_t lo = 0x3e3c3800u, hi = 0x46444240u;  // f16 high bytes of 0, .5, 1, 1.5 | 2, 3, 4, 6
+  const uint32_t hb[2] = {__byte_perm(lo, hi, w & 0x7777u), __byte_perm(lo, hi, (w >> 16) & 0x7777u)};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t c = w >> (8 * i);  // codes 2i, 2i + 1 in its low byte
+    const uint32_t h2 = __byte_perm(hb[i / 2], 0u, i % 2 ? 0x3424u : 0x1404u) | ((c & 0x8u) << 12) | ((c & 0x80u) << 24);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+// Scale and min j (0..7) of q4_K / q5_K: kq_detail::scale_min_k4 without its branch.
+__device__ __forceinline__ void scale_min_k4_sel(const uint8_t* s, int j, int& sc, int& m) {
+  const int a = s[j], c = s[j + 4], z = s[j & 3];
+  const bool low = j < 4;
+  sc = low ? a & 63 : (c & 15) | ((z >> 6) << 4);
+  m = low ? c & 63 : (c >> 4) | ((a >> 6) << 4);
+}
+
+// The bits of qh from bit j, four at a time spread to the low bit of four bytes, << 4.
+__device__ __forceinline__ uint32_t high_bits4(uint32_t qh, int i) {
+  return ((((qh >> (4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
+}
+
+// decode_chunk of a chunk of a staged tile (16-byte aligned; the tile padded
+// by 16 bytes), the loads of a split format's scales done by deq_prefetch.
+template <QFormat F>
+__device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
+                                              const DeqParams& p, const DeqPre& pre, float* out) {
+  constexpr Group G = info(F).group;
+  constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
+  const uint8_t* b = tile + krel / B * BB;  // blocks: the chunk's block
+  const int e = krel % B;                   // its first element in the block
+  uint32_t w[4];
+  if constexpr (F == QFormat::q2_K) {
+    const int sc = b[e >> 4];
+    const float d = __fmul_rn(f16_at(b + 80), float(sc & 15)), m = __fmul_rn(f16_at(b + 82), float(sc >> 4));
+    words16<4>(b + 16 + ((e >> 7) << 5) + (e & 31), w);
+    const int sh = ((e & 127) >> 5) << 1;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = (w[i] >> sh) & 0x03030303u;
+    affine16<Affine::mul_sub>(w, 8388608.f, d, m, out);
+  } else if constexpr (F == QFormat::q3_K) {
+    const float d = __fmul_rn(f16_at(b + 108), float(kq_detail::scale_q3(b + 96, e >> 4)));
+    uint32_t h[4];
+    words16<2>(b + 32 + ((e >> 7) << 5) + (e & 31), w);
+    words16<2>(b + (e & 31), h);
+    const int sh = ((e & 127) >> 5) << 1, hb = e >> 5;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> sh) & 0x03030303u) | (((h[i] >> hb) & 0x01010101u) << 2);
+    affine16<Affine::mul>(w, 8388612.f, d, 0.f, out);  // q - 4
+  } else if constexpr (F == QFormat::q4_K || F == QFormat::q5_K) {
+    int sc, mn;
+    scale_min_k4_sel(b + 4, e >> 5, sc, mn);
+    const float d = __fmul_rn(f16_at(b), float(sc)), m = __fmul_rn(f16_at(b + 2), float(mn));
+    const int sh = ((e >> 5) & 1) << 2;
+    if constexpr (F == QFormat::q4_K) {
+      words16<16>(b + 16 + ((e >> 6) << 5) + (e & 31), w);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = (w[i] >> sh) & 0x0f0f0f0fu;
+    } else {
+      uint32_t h[4];
+      words16<16>(b + 48 + ((e >> 6) << 5) + (e & 31), w);
+      words16<16>(b + 16 + (e & 31), h);
+      const int hb = e >> 5;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> sh) & 0x0f0f0f0fu) | (((h[i] >> hb) & 0x01010101u) << 4);
+    }
+    affine16<Affine::mul_sub>(w, 8388608.f, d, m, out);
+  } else if constexpr (F == QFormat::q6_K) {
+    const float d = __fmul_rn(f16_at(b + 208), float(int8_t(b[192 + (e >> 4)])));
+    const int rr = e & 127;
+    uint32_t h[4];
+    words16<2>(b + ((e >> 7) << 6) + (rr & 63), w);
+    words16<2>(b + 128 + ((e >> 7) << 5) + (rr & 31), h);
+    const int shl = (rr >> 6) << 2, shh = (rr >> 5) << 1;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> shl) & 0x0f0f0f0fu) | (((h[i] >> shh) & 0x03030303u) << 4);
+    affine16<Affine::mul>(w, 8388640.f, d, 0.f, out);  // q - 32
+  } else if constexpr (F == QFormat::q5_0 || F == QFormat::q5_1) {
+    constexpr int o = F == QFormat::q5_0 ? 2 : 4;  // qh's offset; the nibbles follow it
+    const float d = f16_at(b);
+    const uint32_t qh = (uint32_t(load_u16(b + o)) | (uint32_t(load_u16(b + o + 2)) << 16)) >> e;
+    words16<F == QFormat::q5_0 ? 2 : 8>(b + o + 4, w);
+    const int sh = (e >> 4) << 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> sh) & 0x0f0f0f0fu) | high_bits4(qh, i);
+    if constexpr (F == QFormat::q5_0) {
+      affine16<Affine::mul>(w, 8388624.f, d, 0.f, out);  // q - 16
+    } else {
+      affine16<Affine::mul_add>(w, 8388608.f, d, f16_at(b + 2), out);
+    }
+  } else if constexpr (F == QFormat::iq4_nl || F == QFormat::iq4_xs) {
+    constexpr Table16 kv = table16_of(kIq4Values);
+    float d;
+    if constexpr (F == QFormat::iq4_nl) {
+      d = f16_at(b);
+      words16<2>(b + 2, w);
+    } else {
+      const int ib = e >> 5;
+      const int ls = ((b[4 + (ib >> 1)] >> ((ib & 1) << 2)) & 15) | (((load_u16(b + 2) >> (2 * ib)) & 3) << 4);
+      d = __fmul_rn(f16_at(b), float(ls - 32));
+      words16<8>(b + 8 + (ib << 4), w);
+    }
+    const int sh = ((e >> 4) & 1) << 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = table16(kv, (w[i] >> sh) & 0x0f0f0f0fu) ^ 0x80808080u;  // int8 + 128
+    affine16<Affine::mul>(w, 8388736.f, d, 0.f, out);
+  } else if constexpr (F == QFormat::mxfp4_gguf || F == QFormat::nvfp4_gguf) {
+    constexpr Table16 kv = table16_of(kMxfp4GgufValues);
+    float d;
+    if constexpr (F == QFormat::mxfp4_gguf) {
+      d = Codec<F>::scale(b);
+      words16<1>(b + 1, w);
+      const int sh = e >= 16 ? 4 : 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = (w[i] >> sh) & 0x0f0f0f0fu;
+    } else {
+      const int sub = e / 16;
+      d = Codec<F>::scale(b, sub);
+      const uint32_t v0 = reinterpret_cast<const uint32_t*>(b + 4 + 8 * sub)[0];  // 4-byte aligned
+      const uint32_t v1 = reinterpret_cast<const uint32_t*>(b + 4 + 8 * sub)[1];
+      w[0] = v0 & 0x0f0f0f0fu, w[1] = v1 & 0x0f0f0f0fu, w[2] = (v0 >> 4) & 0x0f0f0f0fu, w[3] = (v1 >> 4) & 0x0f0f0f0fu;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = table16(kv, w[i]) ^ 0x80808080u;
+    affine16<Affine::mul>(w, 8388736.f, d, 0.f, out);
+  } else if constexpr (G == Group::fp8) {
+    fp8x16_times<MxElem<F>::e>(tile + krel, __uint_as_float(pre.s), out);
+  } else if constexpr (G == Group::int8) {
+    const float s = __uint_as_float(pre.s);
+    words16<16>(tile + krel, w);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) out[i] = __fmul_rn(level_f(w[i / 4] ^ 0x80808080u, i % 4, 8388736.f), s);
+  } else if constexpr (G == Group::mx && info(F).layout == Layout::split) {
+    constexpr Elem E = MxElem<F>::e;
+    const float x = e8m0_to_f32(pre.s);
+    if constexpr (E == Elem::e4m3 || E == Elem::e5m2) {
+      fp8x16_times<E>(tile + krel, x, out);  // decode_elem(c) * x, as for fp8
+    } else if constexpr (E == Elem::e2m1) {
+      const uint2 v = *reinterpret_cast<const uint2*>(tile + krel / 2);
+      e2m1x8(v.x, out);
+      e2m1x8(v.y, out + 8);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) out[i] = __fmul_rn(out[i], x);
+    } else {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        uint32_t c[8];
+        unpack8<ElemCode<E>::bits>(tile, krel + 8 * hh, c);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) out[8 * hh + j] = __fmul_rn(decode_elem<E>(c[j]), x);
+      }
+    }
+  } else if constexpr (F == QFormat::nvfp4) {
+    const float s = decode_elem<Elem::e4m3>(pre.s);
+    const uint2 v = *reinterpret_cast<const uint2*>(tile + krel / 2);
+    e2m1x8(v.x, out);
+    e2m1x8(v.y, out + 8);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) out[i] = __fmul_rn(__fmul_rn(out[i], s), pre.t);  // (e2m1 * s) * t
+  } else if constexpr (G == Group::affine) {
+    const float s = bits_scalar(pre.s, p.scales_dtype), bias = bits_scalar(pre.b, p.scales_dtype);
+    constexpr int kBits = affine_bits<F>();
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      uint32_t c[8];
+      unpack8<kBits>(tile, krel + 8 * hh, c);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)  // s * float(c) + bias; float(c) exactly as 2^23 + c - 2^23
+        out[8 * hh + j] = __fadd_rn(__fmul_rn(s, __fsub_rn(__uint_as_float(0x4b000000u | c[j]), 8388608.f)), bias);
+    }
+  } else {
+    decode_chunk<F>(tile, krel, r, k_tile, p, out);  // q8_0, q4_0, q4_1, q8_K: the codec as it is
+  }
+}
+
+// decode_staged that loads the split scales itself (no prefetch).
 template <QFormat F>
 __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
                                               const DeqParams& p, float* out) {
-  if constexpr (info(F).group == Group::fp8) {
-    fp8x16_times<MxElem<F>::e>(tile + krel, scaled_scale(p, r, k_tile + krel), out);
-  } else {
-    decode_chunk<F>(tile, krel, r, k_tile, p, out);
-  }
+  decode_staged<F>(tile, krel, r, k_tile, p, deq_prefetch<F>(p, r, k_tile + krel), out);
 }
 
 template <QFormat F, class T>
@@ -148,20 +452,28 @@ __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   static_assert(kDeqTile % B == 0, "tiles start on block boundaries");
   constexpr int kTileBytes = kDeqSpan / B * BB;
-  __shared__ __align__(16) uint8_t tile[kTileBytes];
+  constexpr int kHalves = kDeqSpan / kDeqTile;
+  __shared__ __align__(16) uint8_t tile[kTileBytes + 16];  // + 16: words16's reads around unaligned bytes
   const int64_t total = p.rows * p.tiles;
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const int64_t r = t / p.tiles, k_tile = (t - r * p.tiles) * kDeqSpan;
     const int64_t left = p.cols - k_tile;
     const int n = left < kDeqSpan ? int(left) : kDeqSpan;  // a multiple of B
+    DeqPre pre[kHalves];  // split scales: loads in flight with the tile's, before the barrier
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      const int krel = (h * kDeqThreads + int(threadIdx.x)) * kDeqChunk;
+      pre[h] = DeqPre{0u, 0u, 0.f};
+      if (krel < n) pre[h] = deq_prefetch<F>(p, r, k_tile + krel);
+    }
     stage_bytes(tile, p.data + r * p.data_stride + k_tile / B * BB, n / B * BB);
     __syncthreads();
 #pragma unroll
-    for (int h = 0; h < kDeqSpan / kDeqTile; ++h) {
+    for (int h = 0; h < kHalves; ++h) {
       const int krel = (h * kDeqThreads + int(threadIdx.x)) * kDeqChunk;
       if (krel < n) {
         float v[kDeqChunk];
-        decode_staged<F>(tile, krel, r, k_tile, p, v);
+        decode_staged<F>(tile, krel, r, k_tile, p, pre[h], v);
         T* dst = static_cast<T*>(p.out) + r * p.out_stride + k_tile + krel;
         const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;  // short only in fp8 / int8 rows
         store_arith_n<T, kDeqChunk>(dst, v, m, p.vec_out);
