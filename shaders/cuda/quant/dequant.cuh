@@ -274,6 +274,45 @@ __device__ __forceinline__ void e2m1x8(uint32_t w, float* out) {
   }
 }
 
+// Sixteen 6-bit codes E (e2m3 / e3m2, the LSB-first bit stream of 12 bytes at
+// src, 4-byte aligned) as floats, exactly decode_elem<E>'s: a code's
+// magnitude bits moved to f16's exponent and mantissa fields (its sign to bit
+// 15) read as an f16 are the value times 2^(bias - 15), subnormals included,
+// and the f32 product by 2^(15 - bias) is exact.
+template <Elem E> __device__ __forceinline__ void fp6x16(const uint8_t* src, float* out) {
+  static_assert(E == Elem::e2m3 || E == Elem::e3m2, "an fp6 element");
+  constexpr int kShift = 10 - ElemCode<E>::mbits;
+  constexpr float kUp = E == Elem::e2m3 ? 16384.f : 4096.f;  // 2^(15 - bias)
+  const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
+  const uint32_t w[4] = {s[0], s[1], s[2], 0u};
+#pragma unroll
+  for (int j = 0; j < 16; j += 2) {
+    const int bit = 6 * j, k = bit / 32, o = bit % 32;
+    const uint32_t v = __funnelshift_r(w[k], w[k + 1], o);  // codes j, j + 1 in bits 0..11
+    const uint32_t mag = (v & 0x1fu) | ((v & 0x7c0u) << 10);
+    const uint32_t h2 = (mag << kShift) | ((v & 0x20u) << 10) | ((v & 0x800u) << 20);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+    out[j] = __fmul_rn(f.x, kUp);
+    out[j + 1] = __fmul_rn(f.y, kUp);
+  }
+}
+
+// Sixteen Bits-wide codes (the LSB-first bit stream at src) as s * float(c) + bias,
+// each product and sum rounded on its own (affine_decode8's), float(c) as (2^23 + c) - 2^23.
+template <int Bits> __device__ __forceinline__ void affine_codes16(const uint8_t* src, float s, float bias, float* out) {
+  // src is 2 Bits-byte aligned (a chunk's codes take 2 Bits bytes)
+  constexpr int A = Bits == 8 ? 16 : Bits == 4 ? 8 : Bits % 2 == 0 ? 4 : 2;
+  uint32_t w[4];
+  words16<A>(src, w);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int bit = Bits * j, k = bit / 32, o = bit % 32;
+    const uint32_t v = o + Bits <= 32 ? w[k] >> o : __funnelshift_r(w[k], w[k < 3 ? k + 1 : 3], o);
+    const uint32_t c = v & ((1u << Bits) - 1u);
+    out[j] = __fadd_rn(__fmul_rn(s, __fsub_rn(__uint_as_float(0x4b000000u | c), 8388608.f)), bias);
+  }
+}
+
 // Scale and min j (0..7) of q4_K / q5_K: kq_detail::scale_min_k4 without its branch.
 __device__ __forceinline__ void scale_min_k4_sel(const uint8_t* s, int j, int& sc, int& m) {
   const int a = s[j], c = s[j + 4], z = s[j & 3];
@@ -409,13 +448,9 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
 #pragma unroll
       for (int i = 0; i < 16; ++i) out[i] = __fmul_rn(out[i], x);
     } else {
+      fp6x16<E>(tile + krel / 8 * 6, out);  // decode_elem(c), exactly
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        uint32_t c[8];
-        unpack8<ElemCode<E>::bits>(tile, krel + 8 * hh, c);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) out[8 * hh + j] = __fmul_rn(decode_elem<E>(c[j]), x);
-      }
+      for (int i = 0; i < 16; ++i) out[i] = __fmul_rn(out[i], x);
     }
   } else if constexpr (F == QFormat::nvfp4) {
     const float s = decode_elem<Elem::e4m3>(pre.s);
@@ -427,14 +462,7 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
   } else if constexpr (G == Group::affine) {
     const float s = bits_scalar(pre.s, p.scales_dtype), bias = bits_scalar(pre.b, p.scales_dtype);
     constexpr int kBits = affine_bits<F>();
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      uint32_t c[8];
-      unpack8<kBits>(tile, krel + 8 * hh, c);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)  // s * float(c) + bias; float(c) exactly as 2^23 + c - 2^23
-        out[8 * hh + j] = __fadd_rn(__fmul_rn(s, __fsub_rn(__uint_as_float(0x4b000000u | c[j]), 8388608.f)), bias);
-    }
+    affine_codes16<kBits>(tile + krel / 8 * kBits, s, bias, out);
   } else {
     decode_chunk<F>(tile, krel, r, k_tile, p, out);  // q8_0, q4_0, q4_1, q8_K: the codec as it is
   }
