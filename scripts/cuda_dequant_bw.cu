@@ -240,8 +240,10 @@ struct Buffers { uint8_t* data[kSets]; void* out[kSets]; float* scale; uint8_t* 
 static int g_mismatched = 0;  // formats whose library output differs from ref
 
 // detail: also the library's other grids and the wide / no-decode variants.
+// sdt: the split scales' and biases' dtype; fp8_group: fp8 / int8 scales per tensor, row or 128 x 128 block.
 template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, double copy_gbs_per_byte_fn(double),
-                              bool detail = true) {
+                              bool detail = true, braze::DType sdt = braze::DType::f32,
+                              int64_t fp8_group = braze::quant::kFp8GroupTensor) {
   using T = __nv_bfloat16;
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   const int64_t stride = cols / B * BB, in_bytes = rows * stride, out_bytes = rows * cols * 2;
@@ -265,8 +267,10 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
     DeqParams p{bf.data[s], stride, bf.scale, 1, braze::DType::f32, nullptr, 0, bf.scale,
                 braze::quant::kFp8GroupTensor, bf.out[s], cols, rows, cols, (cols + tile - 1) / tile, true};
     if (split) {
-      p.scales = bf.scales; p.scales_stride = sc_stride;
+      p.scales = bf.scales; p.scales_stride = sc_stride; p.scales_dtype = sdt;
       p.biases = bf.scales + sc_bytes; p.biases_stride = sc_stride; p.group = 64;
+    } else if (fp8_group != braze::quant::kFp8GroupTensor) {  // rows or (rows / 128) x (cols / 128) f32 scales
+      p.scales = bf.scales; p.scales_stride = (cols + 127) / 128; p.group = fp8_group;
     }
     return p;
   };
@@ -368,6 +372,13 @@ int main() {
     run<QFormat::name>(#name, 4096, 14336, memcpy_us, false);
   BRAZE_QUANT_FORMATS(BRAZE_ROW)
 #undef BRAZE_ROW
+  // the other scale dtypes and fp8 / int8 scale groups (the library kernel against ref)
+  run<QFormat::affine4>("affine4/f16", 4096, 14336, memcpy_us, false, braze::DType::f16);
+  run<QFormat::affine3>("affine3/bf16", 4096, 14336, memcpy_us, false, braze::DType::bf16);
+  run<QFormat::fp8_e4m3>("fp8e4m3/row", 4096, 14336, memcpy_us, false, braze::DType::f32, braze::quant::kFp8GroupRow);
+  run<QFormat::fp8_e5m2>("fp8e5m2/blk", 4096, 14336, memcpy_us, false, braze::DType::f32, braze::quant::kFp8GroupBlock);
+  run<QFormat::int8>("int8/row", 4096, 14336, memcpy_us, false, braze::DType::f32, braze::quant::kFp8GroupRow);
+  run<QFormat::int8>("int8/odd", 64, 14336 - 8, memcpy_us, false);  // a short last chunk a row
   if (g_mismatched) printf("%d format(s) DIFFER from ref\n", g_mismatched);
   else printf("every format bit-identical to ref\n");
   return g_mismatched ? 1 : 0;

@@ -144,8 +144,10 @@ __device__ __forceinline__ void decode_chunk(const uint8_t* tile, int krel, int6
 // and byte permutes), not byte by byte through the codecs' switches on the
 // shift, which diverge in a warp whose lanes sit at different shifts (q3_K /
 // q5_K: eight ways). (3) A level is widened to f32 as (2^23 + byte) - (2^23 +
-// bias) (exact: the same float as float(q)), and 16-entry tables (iq4,
-// GGUF fp4) are byte permutes of registers, not indexed local arrays. (4) The
+// bias) (exact: the same float as float(q)), 16-entry tables (iq4, GGUF
+// fp4) are byte permutes of registers, not indexed local arrays, and fp4 / fp6
+// element codes become f16 bit patterns converted by the hardware (exact);
+// mxfp8 goes through fp8x16_times as fp8 does. (4) The
 // products and sums are the codecs' (d q, d q - m, d q + m; e2m1 times the
 // scale(s)), each rounded on its own (__fmul_rn / __fadd_rn / __fsub_rn), from
 // the same d and m: f16 scales through the hardware's exact conversion, whose
@@ -381,6 +383,26 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> shl) & 0x0f0f0f0fu) | (((h[i] >> shh) & 0x03030303u) << 4);
     affine16<Affine::mul>(w, 8388640.f, d, 0.f, out);  // q - 32
+  } else if constexpr (F == QFormat::q8_0 || F == QFormat::q8_K) {
+    float d;
+    if constexpr (F == QFormat::q8_0) {
+      d = f16_at(b);
+      words16<2>(b + 2 + e, w);
+    } else {
+      d = load_f32(b);
+      words16<4>(b + 4 + e, w);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] ^= 0x80808080u;  // int8 + 128
+    affine16<Codec<F>::kAffine>(w, 8388736.f, d, 0.f, out);
+  } else if constexpr (F == QFormat::q4_0 || F == QFormat::q4_1) {
+    constexpr int o = F == QFormat::q4_0 ? 2 : 4;  // the nibbles' offset
+    const float d = f16_at(b), m = F == QFormat::q4_0 ? 0.f : f16_at(b + 2);
+    words16<o>(b + o, w);
+    const int sh = (e >> 4) << 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = (w[i] >> sh) & 0x0f0f0f0fu;
+    affine16<Codec<F>::kAffine>(w, F == QFormat::q4_0 ? 8388616.f : 8388608.f, d, m, out);  // q4_0: q - 8
   } else if constexpr (F == QFormat::q5_0 || F == QFormat::q5_1) {
     constexpr int o = F == QFormat::q5_0 ? 2 : 4;  // qh's offset; the nibbles follow it
     const float d = f16_at(b);
@@ -464,7 +486,7 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
     constexpr int kBits = affine_bits<F>();
     affine_codes16<kBits>(tile + krel / 8 * kBits, s, bias, out);
   } else {
-    decode_chunk<F>(tile, krel, r, k_tile, p, out);  // q8_0, q4_0, q4_1, q8_K: the codec as it is
+    static_assert(G != G, "every format has a dequantize path");
   }
 }
 
