@@ -6,7 +6,8 @@
 // Each time: cuda_bw.cuh's median over 3 weight sets larger than the L2; bytes =
 // the packed weight read once; % against the bytes a cudaMemcpyAsync moves
 // (read + written, braze bench's ceiling). Both CTA tiles (R = 16 / 32 rows of
-// W) are timed, "*" marks the one quant_gemv_mma.cu's rule picks; each mma
+// W) are timed, "*" marks the one quant_gemv_mma.cu's rule picks (it takes 2..16
+// rows only; the 1-row mma figures are for comparison); each mma
 // output is checked against the SIMT GEMV's: both sum exact code x products
 // in f32 (different orders), so they may differ by one rounding of the output
 // (2^-8 relative in bf16, 2^-11 in f16) plus f32 noise.
@@ -89,7 +90,7 @@ static void row(const char* name, const char* dt, int m, MmParams p, uint8_t* co
   const double gs = bytes / ts / 1e3;
   printf("%-5s %s N %6lld K %6lld m %2d: simt %7.1f us %5.1f%%", name, dt, (long long)n, (long long)k, m, ts,
          100 * gs / g_copy_gbs);
-  if (m >= 2) {
+  {  // m = 1 too, for comparison (the library keeps one row on the SIMT GEMV)
     const int64_t c32 = ((n + 31) / 32 + g_sms - 1) / g_sms * 32, c16 = ((n + 15) / 16 + g_sms - 1) / g_sms * 16;
     p.out = out_mma;
     const float t16 = mma<F, T, 16, NT>(p, w, n);
