@@ -66,6 +66,26 @@ def test_variant_gemm_mma():
     _child({"BRAZE_CUDA_GEMM": "mma"}, "matmul_rows or strided_bias or fp8_scalings", "test_quant_matmul_cuda.py")
 
 
+def test_variant_gemv_simt():
+    """BRAZE_CUDA_GEMV=simt: 2..16 rows of f16 / bf16 x on q4_0 / q4_K on the SIMT GEMV (the default
+    takes the tensor-core GEMV there); test_gemv_mma_taken checks which kernel ran."""
+    _child({"BRAZE_CUDA_GEMV": "simt"}, "matmul_rows or strided_bias or fast_dot or gemv_mma",
+           "test_quant_matmul_cuda.py")
+
+
+def test_variant_bad_setting_gemv_raises():
+    code = ("import torch, braze.quant as bq\n"
+            "from braze import _cuda\n"
+            "x = torch.ones(2, 256, device='cuda', dtype=torch.bfloat16)\n"
+            "w = torch.zeros(4, 144, device='cuda', dtype=torch.uint8)\n"
+            "out = torch.empty(2, 4, device='cuda', dtype=torch.bfloat16)\n"
+            "try:\n    _cuda.matmul('q4_K', x, w, None, None, None, None, out, 0, 0)\n"
+            "except ValueError as e:\n    print('VALUE', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_GEMV="tc"),
+                       capture_output=True, text=True, timeout=120)
+    assert "VALUE BRAZE_CUDA_GEMV must be 'mma' or 'simt', got 'tc'" in r.stdout, r.stdout + r.stderr
+
+
 def test_variant_w8a8_gemm_mma():
     """BRAZE_CUDA_GEMM=mma: W8A8 e4m3 beyond 16 rows on the mma.sync GEMM (Hopper takes the promoted
     wgmma GEMM by default)."""

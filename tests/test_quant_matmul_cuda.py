@@ -3,7 +3,8 @@ CPU's dequantize of the same packed arrays (exact in float32), widened, times
 x as float64, plus the bias, for every format of the table and dense weights.
 
 Row counts cross the path switch (GEMV for m <= 16 in M tiles of 1, 2, 4, 8,
-16; tensor-core GEMM above for float16 / bfloat16, a CUDA-core GEMM for
+16, on tensor cores for 2..16 rows of 16-bit x on q4_0 / q4_K unless
+BRAZE_CUDA_GEMV=simt; tensor-core GEMM above for float16 / bfloat16, a CUDA-core GEMM for
 float32); N = 67 is no multiple of any tile; K is one block, and a length
 spanning several GEMV slabs (2048 elements for one row); x rows strided (both
 16-byte aligned and not), with and without a bias, into a strided out.
@@ -17,6 +18,7 @@ sum like a random walk).
 Skips cleanly without torch, a GPU or a usable braze._cuda.
 """
 import math
+import os
 
 import numpy as np
 import pytest
@@ -85,17 +87,17 @@ def _no_specials(fmt, arrays, dtype):
     return arrays
 
 
-def _weight(fmt, k, dtype, seed, fp8_scales=None):
-    """(args of the native call after x: data, scales, biases, tensor_scale; group; W float64 [N, K]).
+def _weight(fmt, k, dtype, seed, fp8_scales=None, n=N):
+    """(args of the native call after x: data, scales, biases, tensor_scale; group; W float64 [n, K]).
     fp8_scales: replaces the registry's per-row fp8 scales (a [1] tensor scale, a 2-D block grid)."""
     rng = np.random.default_rng(seed)
     if fmt == "":
-        w = rng.normal(0, 0.05, (N, k)).astype(np.float32)
+        w = rng.normal(0, 0.05, (n, k)).astype(np.float32)
         wt = torch.from_numpy(w).to(_TORCH[dtype]).cuda()
         return (wt, None, None, None), 0, wt.double().cpu().numpy()
     _spec.load_all()
     spec = _spec.get(f"dequantize_{fmt}")
-    arrays, kw = spec.make_inputs((N, k), dtype, rng, {}, False)
+    arrays, kw = spec.make_inputs((n, k), dtype, rng, {}, False)
     arrays = _no_specials(fmt, arrays, dtype)
     if fp8_scales is not None:
         arrays[1] = fp8_scales
@@ -133,25 +135,25 @@ def _check(name, got, want, k, dtype, xmax, wmax):
                            f"tol there {tol.flat[np.argmax(err / tol)]:.3g}")
 
 
-def _run(fmt, dtype, m, k, seed, pad=0, bias=False, out_pad=0, fp8_scales=None):
-    (data, scales, biases, tscale), group, w = _weight(fmt, k, dtype, seed, fp8_scales)
+def _run(fmt, dtype, m, k, seed, pad=0, bias=False, out_pad=0, fp8_scales=None, n=N):
+    (data, scales, biases, tscale), group, w = _weight(fmt, k, dtype, seed, fp8_scales, n)
     # outputs of a few thousand at most: float16's range holds them whatever W's scale
     sigma = min(1.0, 2000.0 / (max(np.abs(w).max(), 1e-30) * math.sqrt(k)))
     x, x64 = _x(m, k, dtype, pad, seed + 1, sigma)
     b = b64 = None
     if bias:
-        b = torch.from_numpy(np.random.default_rng(seed + 2).normal(0, 1, N).astype(np.float32)).to(_TORCH[dtype])
+        b = torch.from_numpy(np.random.default_rng(seed + 2).normal(0, 1, n).astype(np.float32)).to(_TORCH[dtype])
         b = b.cuda()
         b64 = b.double().cpu().numpy()
-    full = torch.full((m, N + out_pad), -7.0, dtype=_TORCH[dtype], device="cuda")
-    out = full[:, :N]
+    full = torch.full((m, n + out_pad), -7.0, dtype=_TORCH[dtype], device="cuda")
+    out = full[:, :n]
     _native().matmul(fmt, x, data, scales, biases, tscale, b, out, group, torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
     want = x64 @ w.T + (b64 if bias else 0.0)
-    name = f"{fmt or 'dense'} {dtype} m={m} k={k} pad={pad} bias={bias}"
+    name = f"{fmt or 'dense'} {dtype} m={m} n={n} k={k} pad={pad} bias={bias}"
     _check(name, out, want, k, dtype, np.abs(x64).max(), max(np.abs(w).max(), 1e-30))
     if out_pad:
-        assert bool((full[:, N:] == -7.0).all()), f"{name}: wrote outside out"
+        assert bool((full[:, n:] == -7.0).all()), f"{name}: wrote outside out"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -187,6 +189,56 @@ def test_matmul_fast_dot_every_m(fmt, dtype):
     k = b * (math.ceil(4096 / b) + 3)
     for m in range(1, 17):
         _run(fmt, dtype, m, k, seed=300 + m, pad=3 if m % 2 else 0, bias=m == 7)
+
+
+@pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
+@pytest.mark.parametrize("fmt", ("q4_0", "q4_K"))
+@pytest.mark.parametrize("m", (2, 3, 8, 9, 16))
+def test_matmul_gemv_mma(fmt, dtype, m):
+    """The tensor-core GEMV (shaders/cuda/quant/gemv_mma.cuh: 2..16 rows of 16-bit x, x
+    16-byte aligned with rows a multiple of 8 elements apart): one and two n-tiles of x
+    rows (8, 9), K over several 512-element slabs with a short last one, x rows 8 elements
+    apart, a bias, a strided out; n = 67 (CTA tiles of 16 rows, the last one partial), and
+    n = 32 SMs - 13 (the launcher's 32-row tile, the last one partial)."""
+    b = _block(fmt)
+    k = b * (math.ceil(4096 / b) + 3)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    for n in (N, 32 * sms - 13):
+        _run(fmt, dtype, m, k, seed=500 + m, pad=8, bias=True, out_pad=5, n=n)
+    _run(fmt, dtype, m, b, seed=600 + m)  # K of one block: one short slab
+
+
+def _kernel_names(fn):
+    """The CUDA kernels fn launches, by the torch profiler (empty where it sees none)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.parametrize("fmt", ("q4_0", "q4_K"))
+def test_gemv_mma_taken(fmt):
+    """2..16 rows of bf16 x on q4_0 / q4_K run the tensor-core GEMV unless BRAZE_CUDA_GEMV=simt
+    (then the SIMT one); one row, x rows not 16-byte aligned and f32 x stay on the SIMT GEMV."""
+    k = 512
+    (data, *_), _, _ = _weight(fmt, k, "bfloat16", 0)
+
+    def names(m, dtype="bfloat16", pad=0):
+        x, _ = _x(m, k, dtype, pad, 1)
+        out = torch.empty((m, N), dtype=_TORCH[dtype], device="cuda")
+        return " ".join(_kernel_names(lambda: _native().matmul(
+            fmt, x, data, None, None, None, None, out, 0, torch.cuda.current_stream().cuda_stream)))
+
+    probe = names(1)
+    if not probe:
+        pytest.skip("the torch profiler sees no CUDA kernels here")
+    simt = os.environ.get("BRAZE_CUDA_GEMV") == "simt"
+    for m in (2, 9, 16):
+        got = names(m)
+        assert ("gemv_mma_kernel" in got) != simt, f"m={m}, BRAZE_CUDA_GEMV={os.environ.get('BRAZE_CUDA_GEMV')}: {got}"
+    for got in (probe, names(4, pad=3), names(4, "float32")):
+        assert "gemv_mma_kernel" not in got and "gemv_kernel" in got, got
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
