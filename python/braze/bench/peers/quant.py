@@ -37,8 +37,11 @@ def cpu_ops(op):
     return [("gguf", dequantize)]
 
 
-# quantize_activations: torch's composition (amax, divide, clamp, cast).
-from .quant_mx import torch_ops  # noqa: E402,F401
+# quantize_activations: torch's composition (amax, divide, clamp, cast); W8A8 matmul:
+# torch._scaled_mm / torch._int_mm.
+from . import quant_mx, quant_w8a8  # noqa: E402
+
+torch_ops = {**quant_mx.torch_ops, **quant_w8a8.torch_ops}
 
 
 def _ggml_matmul(fmt):
