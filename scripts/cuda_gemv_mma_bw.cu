@@ -6,11 +6,11 @@
 // Each time: cuda_bw.cuh's median over 3 weight sets larger than the L2; bytes =
 // the packed weight read once; % against the bytes a cudaMemcpyAsync moves
 // (read + written, braze bench's ceiling). Both CTA tiles (R = 16 / 32 rows of
-// W) are timed, "*" marks the one quant_gemv_mma.cu's rule picks (it takes 2..16
-// rows only; the 1-row mma figures are for comparison); each mma
+// W) are timed; the library takes R = 16 from 3 rows (quant_gemv_mma.cu; the
+// 1- and 2-row mma figures are for comparison); each mma
 // output is checked against the SIMT GEMV's: both sum exact code x products
-// in f32 (different orders), so they may differ by one rounding of the output
-// (2^-8 relative in bf16, 2^-11 in f16) plus f32 noise.
+// in f32 (different orders), so they may differ by one unit in the last place
+// of the output plus f32 noise.
 #include <cuda_runtime.h>
 
 #include "cuda_bw.cuh"
@@ -65,12 +65,13 @@ template <QFormat F, class T, int R, int NT> static float mma(MmParams p, uint8_
   });
 }
 
-// max |a - b| / (2^-(mantissa) |b| + 1e-4 max |b|) over the m x n outputs (<= 1: within tolerance)
+// max |a - b| / (ulp(|b|) + 1e-4 max |b|) over the m x n outputs (<= 1: within tolerance; two f32
+// sums a hair apart may round to neighbouring outputs)
 template <class T> static double compare(const void* a, const void* b, int m, int64_t n) {
   std::vector<uint16_t> ha(size_t(m * n)), hb(size_t(m * n));
   CK(cudaMemcpy(ha.data(), a, ha.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
-  const double u = std::is_same_v<T, __nv_bfloat16> ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double u = std::is_same_v<T, __nv_bfloat16> ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
   double big = 0, worst = 0;
   for (size_t i = 0; i < hb.size(); ++i) big = std::max(big, double(std::fabs(host_f32<T>(hb[i]))));
   for (size_t i = 0; i < hb.size(); ++i) {
@@ -91,14 +92,13 @@ static void row(const char* name, const char* dt, int m, MmParams p, uint8_t* co
   printf("%-5s %s N %6lld K %6lld m %2d: simt %7.1f us %5.1f%%", name, dt, (long long)n, (long long)k, m, ts,
          100 * gs / g_copy_gbs);
   {  // m = 1 too, for comparison (the library keeps one row on the SIMT GEMV)
-    const int64_t c32 = ((n + 31) / 32 + g_sms - 1) / g_sms * 32, c16 = ((n + 15) / 16 + g_sms - 1) / g_sms * 16;
     p.out = out_mma;
     const float t16 = mma<F, T, 16, NT>(p, w, n);
     const double e16 = compare<T>(out_mma, out_simt, m, n);
     const float t32 = mma<F, T, 32, NT>(p, w, n);
     const double e32 = compare<T>(out_mma, out_simt, m, n);
-    printf(" | mma R16%s %7.1f us %5.1f%% | R32%s %7.1f us %5.1f%% | vs simt err/tol %.2f %.2f %s",
-           c32 <= c16 ? " " : "*", t16, 100 * bytes / t16 / 1e3 / g_copy_gbs, c32 <= c16 ? "*" : " ", t32,
+    printf(" | mma R16 %7.1f us %5.1f%% | R32 %7.1f us %5.1f%% | vs simt err/tol %.2f %.2f %s",
+           t16, 100 * bytes / t16 / 1e3 / g_copy_gbs, t32,
            100 * bytes / t32 / 1e3 / g_copy_gbs, e16, e32, e16 <= 1 && e32 <= 1 ? "ok" : "MISMATCH");
   }
   printf("\n");

@@ -1,5 +1,5 @@
 // Host launcher of the tensor-core GEMV (shaders/cuda/quant/gemv_mma.cuh): the
-// applicability checks and the tile choice, R = 16 or 32 rows of W a CTA.
+// applicability checks and the launch (16 rows of W a CTA).
 #include "cuda/quant_gemv_mma.h"
 
 #include <atomic>
@@ -47,21 +47,12 @@ template <QFormat F, class T, int R, int NT> void launch(const MmParams& p, int 
   k<<<unsigned((p.w.rows + R - 1) / R), quant::kGemvMmaThreads, bytes, s>>>(p);
 }
 
-// R: the rows of W a CTA owns. An SM's time goes with the rows it is given
-// (its CTAs share its bandwidth), ceil(CTAs / SMs) R; R = 32 halves the reads
-// of x from L2 and wins ties (N = 4096 on 132 SMs: 128 CTAs of 32 rows, or 256 of
-// 16, both 32 rows an SM), R = 16 evens out the rest (N = 14336: 7 x 16 = 112
-// rows an SM against 4 x 32 = 128).
-// A tile whose shared memory the GPU cannot give a CTA is not taken (false: nothing launched).
+// A CTA owns 16 rows of W. On an H100 (scripts/cuda_gemv_mma_bw.cu, 2026-12-06) the 32-row tile
+// was slower at every shape but one (q4_K, N 14336, 16 rows: 51.5 us against 61.0): at N = 4096,
+// 8 rows, 56.9 us against 46.7 for q4_0. A tile whose shared memory the GPU cannot give a CTA is
+// not taken (false: nothing launched).
 template <QFormat F, class T, int NT> bool launch_rows(const MmParams& p, int device, cudaStream_t s) {
-  const int64_t sms = sm_count(device), n = p.w.rows;
-  const int64_t c32 = ((n + 31) / 32 + sms - 1) / sms * 32, c16 = ((n + 15) / 16 + sms - 1) / sms * 16;
-  const int optin = smem_optin(device);
-  if (c32 <= c16 && quant::gemv_mma_smem_bytes<F, 32, NT>() <= optin) {
-    launch<F, T, 32, NT>(p, device, s);
-    return true;
-  }
-  if (quant::gemv_mma_smem_bytes<F, 16, NT>() > optin) return false;
+  if (quant::gemv_mma_smem_bytes<F, 16, NT>() > smem_optin(device)) return false;
   launch<F, T, 16, NT>(p, device, s);
   return true;
 }
@@ -73,8 +64,10 @@ template <QFormat F, class T> bool launch_format(const MmParams& p, int device, 
 
 }  // namespace
 
+// From 3 rows: at 2 the SIMT GEMV was as fast or faster on the H100 (q4_0 4096 x 14336: 37.4 us
+// against 40.5; q4_K 36.5 against 47.4), from 4 rows it is 1.2-6x slower.
 template <class T> bool gemv_mma_run(const MmParams& p, QFormat format, int device, cudaStream_t s) {
-  if (p.m < 2 || p.m > 16 || !gemv_mma_enabled()) return false;
+  if (p.m < 3 || p.m > 16 || !gemv_mma_enabled()) return false;
   if (format != QFormat::q4_0 && format != QFormat::q4_K) return false;
   if ((reinterpret_cast<uintptr_t>(p.x) & 15u) != 0 || p.x_stride % 8 != 0) return false;
   if (p.w.cols % 256 != 0 && format == QFormat::q4_K) return false;  // whole blocks (the codec's own rule)
