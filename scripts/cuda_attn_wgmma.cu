@@ -12,6 +12,7 @@
 //
 // nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I csrc -I shaders -I scripts \
 //   scripts/cuda_attn_wgmma.cu -o /tmp/attnw
+// (cuda/tc90.h's encoder lookup needs cuda/runtime.cuh's cc_major only in a function this never calls.)
 #define BRAZE_TC90_SPIN_TRIES (1u << 26)
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -23,11 +24,14 @@
 
 #include "cuda/attention/flash.cuh"
 #include "cuda/attention/flash_tc90.cuh"
+#include "cuda/tc90.h"
 #include "cuda_bw.cuh"
 
 namespace {
 
 using namespace braze::cuda::attn;
+using braze::cuda::EncodeTiled;
+using braze::cuda::tensor_map_encoder;
 namespace tc90 = braze::cuda::tc90;
 constexpr int D = 128, HQ = 32, HKV = 8;
 unsigned* g_hang = nullptr;  // mapped host memory the device's timed-out waits write to
@@ -126,24 +130,16 @@ __global__ void attn_ref(const T* q, const T* k, const T* v, const int* rows, in
   if (d == 0) ref_lse[int64_t(ri) * HQ + h] = mx + logf(sum);
 }
 
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-EncodeTiled encode_fn() {
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult qr;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &qr));
-  if (!f) { printf("no cuTensorMapEncodeTiled\n"); exit(1); }
-  return reinterpret_cast<EncodeTiled>(f);
-}
-// [B, T, H, D] 16-bit, boxes of 128 rows (t) x 64 elements (d) of one head: 128-byte rows, swizzled.
+// [T, H, D] 16-bit, boxes of 128 rows (t) x 64 elements (d) of one head: 128-byte rows, swizzled
+// (the library's maps, csrc/cuda/attention_tc90.cu, with contiguous strides).
 CUtensorMap make_map(const void* ptr, int len, int heads, bool f16) {
-  static EncodeTiled enc = encode_fn();
+  static EncodeTiled enc = tensor_map_encoder();
+  if (!enc) { printf("no cuTensorMapEncodeTiled\n"); exit(1); }
   CUtensorMap m;
-  const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(len), 1};
-  const cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2, cuuint64_t(len) * heads * D * 2};
-  const cuuint32_t box[4] = {64, 1, 128, 1}, es[4] = {1, 1, 1, 1};
-  const CUresult r = enc(&m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+  const cuuint64_t dims[3] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(len)};
+  const cuuint64_t strides[2] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2};
+  const cuuint32_t box[3] = {64, 1, 128}, es[3] = {1, 1, 1};
+  const CUresult r = enc(&m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
                          const_cast<void*>(ptr), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -194,9 +190,9 @@ __global__ void __launch_bounds__(128) unit_gemms(const __grid_constant__ CUtens
   if (tid == 0) {
     mbar_expect(bar, 3 * kTc90AttnTile);
     for (int hf = 0; hf < 2; ++hf) {
-      tma_load_4d(sq + hf * kTc90AttnHalf, &map_q, bar, 64 * hf, 0, 0, 0);
-      tma_load_4d(sk + hf * kTc90AttnHalf, &map_k, bar, 64 * hf, 0, 0, 0);
-      tma_load_4d(sv + hf * kTc90AttnHalf, &map_v, bar, 64 * hf, 0, 0, 0);
+      tma_load_3d(sq + hf * kTc90AttnHalf, &map_q, bar, 64 * hf, 0, 0);
+      tma_load_3d(sk + hf * kTc90AttnHalf, &map_k, bar, 64 * hf, 0, 0);
+      tma_load_3d(sv + hf * kTc90AttnHalf, &map_v, bar, 64 * hf, 0, 0);
     }
   }
   mbar_wait(bar, 0);
@@ -243,10 +239,29 @@ struct Buffers {
 };
 
 // The kernels under test on one problem; which: 0 / 1 / 2 the tc90 kernel (Sched), 3 the library's flash.
+// Both take the library's AttendParams: one ragged sequence of `len` tokens, lse [Hq, T].
 template <class T> void launch(int which, const Buffers& bf, int len, bool causal, const CUtensorMap* maps) {
   const float scale = 1.f / std::sqrt(float(D));
+  static int32_t* cu = nullptr;
+  static int cu_len = -1;
+  if (!cu) CK(cudaMalloc(&cu, 2 * sizeof(int32_t)));
+  if (cu_len != len) {  // cu_seqlens {0, len}, copied once per length (not inside a timing)
+    const int32_t hcu[2] = {0, len};
+    CK(cudaMemcpy(cu, hcu, sizeof(hcu), cudaMemcpyHostToDevice));
+    cu_len = len;
+  }
+  AttendParams p{};
+  p.mode = kRagged;
+  p.batch = 1; p.q_heads = HQ; p.group = HQ / HKV; p.head_chunks = 1; p.splits = 1;
+  p.tokens = len; p.causal = causal;
+  p.q = bf.q; p.q_st = HQ * D; p.q_sh = D;
+  p.k = bf.k; p.k_st = HKV * D; p.k_sh = D;
+  p.v = bf.v; p.v_st = HKV * D; p.v_sh = D;
+  p.cu = cu;
+  p.scale = scale;
+  p.out = bf.out; p.o_st = HQ * D; p.o_sh = D;
+  p.lse = bf.lse; p.l_st = 1; p.l_sh = len;
   if (which < 3) {
-    Tc90AttnParams p{bf.out, bf.lse, len, HQ, HQ / HKV, scale * 1.4426950408889634f, causal};
     auto kern = which == 0 ? flash_tc90_kernel<T, 0> : which == 1 ? flash_tc90_kernel<T, 1> : flash_tc90_kernel<T, 2>;
     static bool attr[3] = {false, false, false};
     if (!attr[which]) {
@@ -256,25 +271,6 @@ template <class T> void launch(int which, const Buffers& bf, int len, bool causa
     const dim3 grid(unsigned((len + kTc90AttnRows - 1) / kTc90AttnRows * HQ), 1);
     kern<<<grid, kTc90AttnThreads, kTc90AttnSmem>>>(maps[0], maps[1], maps[2], p);
   } else {
-    static int32_t* cu = nullptr;
-    static int cu_len = -1;
-    if (!cu) CK(cudaMalloc(&cu, 2 * sizeof(int32_t)));
-    if (cu_len != len) {  // cu_seqlens {0, len}, copied once per length (not inside a timing)
-      const int32_t hcu[2] = {0, len};
-      CK(cudaMemcpy(cu, hcu, sizeof(hcu), cudaMemcpyHostToDevice));
-      cu_len = len;
-    }
-    AttendParams p{};
-    p.mode = kRagged;
-    p.batch = 1; p.q_heads = HQ; p.group = HQ / HKV; p.head_chunks = 1; p.splits = 1;
-    p.tokens = len; p.causal = causal;
-    p.q = bf.q; p.q_st = HQ * D; p.q_sh = D;
-    p.k = bf.k; p.k_st = HKV * D; p.k_sh = D;
-    p.v = bf.v; p.v_st = HKV * D; p.v_sh = D;
-    p.cu = cu;
-    p.scale = scale;
-    p.out = bf.out; p.o_st = HQ * D; p.o_sh = D;
-    p.lse = bf.lse; p.l_st = 1; p.l_sh = len;  // lse [Hq, T], as the tc90 kernel's
     const size_t smem = flash_smem_bytes<D>();
     static bool attr = false;
     if (!attr) {
