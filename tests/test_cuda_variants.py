@@ -66,6 +66,21 @@ def test_variant_gemm_mma():
     _child({"BRAZE_CUDA_GEMM": "mma"}, "matmul_rows or strided_bias or fp8_scalings", "test_quant_matmul_cuda.py")
 
 
+def test_variant_prefill_attn_mma():
+    """BRAZE_CUDA_ATTN=mma: ragged prefill of head_dim 128 on the mma.sync flash kernel (Hopper takes the
+    wgmma kernel by default, where the build has it), against the same references."""
+    _child({"BRAZE_CUDA_ATTN": "mma"}, "cuda_flash_prefill or cuda_prefill", "test_attention.py")
+
+
+def test_variant_bad_setting_prefill_raises():
+    code = ("import torch, braze; q = torch.ones(4, 2, 128, device='cuda', dtype=torch.bfloat16)\n"
+            "cu = torch.tensor([0, 4], dtype=torch.int32, device='cuda')\n"
+            "try:\n    braze.attention.prefill(q, q, q, cu)\nexcept ValueError as e:\n    print('VALUE', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_ATTN="fast"),
+                       capture_output=True, text=True, timeout=120)
+    assert "VALUE BRAZE_CUDA_ATTN must be 'mma' or 'wgmma', got 'fast'" in r.stdout, r.stdout + r.stderr
+
+
 def test_variant_w8a8_gemm_mma():
     """BRAZE_CUDA_GEMM=mma: W8A8 e4m3 beyond 16 rows on the mma.sync GEMM (Hopper takes the promoted
     wgmma GEMM by default)."""
