@@ -403,13 +403,14 @@ def test_cuda_flash_prefill_matches_torch_sdpa(dtype):
 
 
 # On Hopper, ragged prefill of head_dim 128 runs the wgmma kernel (flash_tc90.cuh) through 3-D tensor
-# maps over the caller's strides; what a map cannot express, softcap and scale <= 0 fall back to
-# flash.cuh (or, unaligned, the attend kernel). These layouts and options cover both sides: q, k, v as
-# head slices of one fused qkv buffer (token stride (Hq + 2 Hkv) 128), k / v head-major ([H, T, D]
-# transposed: the head stride above the token stride), q 8 bytes off 16-byte alignment, out and
-# lse_out strided views of NaN-filled buffers (whose other elements must stay NaN), softcap; every
+# maps over the caller's strides; what a map cannot express (and out not 4-byte aligned) falls back to
+# flash.cuh or, unaligned, the attend kernel. These layouts cover both sides: q, k, v as head slices
+# of one fused qkv buffer (token stride (Hq + 2 Hkv) 128), k / v head-major ([H, T, D] transposed: the
+# head stride above the token stride), q 8 bytes off 16-byte alignment (attend kernel), out and
+# lse_out strided views of NaN-filled buffers (whose other elements must stay NaN), out at an odd
+# element offset with odd strides (flash.cuh), softcap (the wgmma kernel's tanh instantiation); every
 # output against the float64 reference.
-TC90_LAYOUTS = ("fused_qkv", "head_major_kv", "unaligned_q", "strided_out", "softcap")
+TC90_LAYOUTS = ("fused_qkv", "head_major_kv", "unaligned_q", "strided_out", "odd_out", "softcap")
 
 
 @pytest.mark.cuda
@@ -439,12 +440,14 @@ def test_cuda_prefill_d128_layouts_match_reference(dtype, layout, causal):
         buf[4:] = qd.reshape(-1)
         qd = buf[4:].view(n, hq, d)
         assert qd.data_ptr() % 16 == 8
-    if layout == "strided_out":
-        obuf = torch.full((n, hq, d + 8), float("nan"), dtype=qd.dtype, device="cuda")
+    if layout in ("strided_out", "odd_out"):
+        off = 1 if layout == "odd_out" else 0
+        obuf = torch.full((n, hq, d + 1 + 7 * (1 - off)), float("nan"), dtype=qd.dtype, device="cuda")
         lbuf = torch.full((hq, n + 3), float("nan"), dtype=torch.float32, device="cuda")
-        got = attention.prefill(qd, kd, vd, cud, out=obuf[:, :, :d], lse_out=lbuf[:, :n].T, **kw)
-        assert got[0].data_ptr() == obuf.data_ptr()
-        assert bool(obuf[:, :, d:].isnan().all()) and bool(lbuf[:, n:].isnan().all())
+        got = attention.prefill(qd, kd, vd, cud, out=obuf[:, :, off:off + d], lse_out=lbuf[:, :n].T, **kw)
+        assert got[0].data_ptr() == obuf[:, :, off:].data_ptr()
+        rest = obuf[:, :, :off].isnan().all() and obuf[:, :, off + d:].isnan().all()
+        assert bool(rest) and bool(lbuf[:, n:].isnan().all())
     else:
         got = attention.prefill(qd, kd, vd, cud, **kw)
     _check_outputs(got, want, dtype)

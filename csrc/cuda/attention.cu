@@ -198,7 +198,7 @@ template <class T> void flash_typed(const AttendParams& p, int64_t dim, cudaStre
 
 // Runs a flash kernel and returns true where one applies: on Hopper (a build
 // with the sm_90a unit) the wgmma kernel where prefill_tc90 takes the call
-// (ragged, f16 / bf16, head_dim 128, no softcap, TMA-expressible strides;
+// (ragged, f16 / bf16, head_dim 128, TMA-expressible strides;
 // BRAZE_CUDA_ATTN=mma keeps it off), else the mma.sync kernel.
 bool flash(DType t, const AttendParams& p, int64_t dim, int64_t kv_heads, int device, cudaStream_t s) {
   if (prefill_simt()) return false;

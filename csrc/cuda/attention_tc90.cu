@@ -41,8 +41,9 @@ bool tensor_map(CUtensorMap& map, bool f16, const void* ptr, int64_t tokens, int
                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T> void launch(const CUtensorMap (&m)[3], const AttendParams& p, int device, cudaStream_t s) {
-  auto kernel = flash_tc90_kernel<T, 0>;
+template <class T, bool Cap>
+void launch(const CUtensorMap (&m)[3], const AttendParams& p, int device, cudaStream_t s) {
+  auto kernel = flash_tc90_kernel<T, 0, Cap>;
   static std::mutex mu;
   static bool sized[64] = {};
   {
@@ -62,8 +63,8 @@ template <class T> void launch(const CUtensorMap (&m)[3], const AttendParams& p,
 
 bool prefill_tc90(DType t, const AttendParams& p, int64_t dim, int64_t kv_heads, int device, cudaStream_t s) {
   if (p.mode != kRagged || dim != kTc90AttnD || (t != DType::f16 && t != DType::bf16)) return false;
-  // softcap: not in the kernel; scale: the row max is taken before scaling, so it must be positive.
-  if (p.softcap > 0.f || !(p.scale > 0.f) || !std::isfinite(p.scale)) return false;
+  // scale: the row max is taken before scaling (and softcap's tanh), so it must be positive.
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale) || !(p.softcap >= 0.f)) return false;
   if ((p.tokens + kTc90AttnRows - 1) / kTc90AttnRows * p.q_heads > INT_MAX) return false;
   const bool out_ok = (reinterpret_cast<uintptr_t>(p.out) & 3) == 0 && p.o_st % 2 == 0 && p.o_sh % 2 == 0;
   if (!out_ok || !aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v)) return false;
@@ -74,8 +75,9 @@ bool prefill_tc90(DType t, const AttendParams& p, int64_t dim, int64_t kv_heads,
       !tensor_map(m[1], f16, p.k, p.tokens, kv_heads, p.k_st, p.k_sh) ||
       !tensor_map(m[2], f16, p.v, p.tokens, kv_heads, p.v_st, p.v_sh))
     return false;
-  if (f16) launch<__half>(m, p, device, s);
-  else launch<__nv_bfloat16>(m, p, device, s);
+  const bool cap = p.softcap > 0.f;
+  if (f16) cap ? launch<__half, true>(m, p, device, s) : launch<__half, false>(m, p, device, s);
+  else cap ? launch<__nv_bfloat16, true>(m, p, device, s) : launch<__nv_bfloat16, false>(m, p, device, s);
   return true;
 }
 

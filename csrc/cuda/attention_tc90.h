@@ -22,8 +22,8 @@ inline bool attn_tc90_enabled() {
 }
 
 // Runs ragged prefill (p.mode kRagged, p filled as for flash.cuh) on the wgmma
-// kernel and returns true where it applies: f16 / bf16, head_dim 128, no
-// softcap, scale > 0, a compute-capability-9 device, q / k / v 16-byte aligned
+// kernel and returns true where it applies: f16 / bf16, head_dim 128,
+// scale > 0, a compute-capability-9 device, q / k / v 16-byte aligned
 // with 16-byte token and head strides (what a tensor map can express), out
 // 4-byte aligned with even strides. Otherwise returns false having done nothing.
 bool prefill_tc90(DType t, const attn::AttendParams& p, int64_t dim, int64_t kv_heads, int device, cudaStream_t s);

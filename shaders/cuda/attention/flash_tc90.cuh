@@ -3,7 +3,7 @@
 // [cu[b], cu[b + 1]) of q [tokens, Hq, 128] and of k / v [tokens, Hkv, 128], query i and key j at
 // positions i and j of their sequence; element strides per token and head, head_dim contiguous).
 // Options: causal, scale (> 0: the max is taken before scaling), window, sinks, lse (natural log),
-// GQA (kv head h / group). softcap is not here (the launcher keeps flash.cuh for it).
+// GQA (kv head h / group), softcap (Cap: its own instantiation, so the plain kernel carries no tanh).
 //
 // A CTA of 3 warpgroups owns 128 consecutive rows of q (a window of the ragged buffer) for one query
 // head and serves each sequence that intersects the window in turn (found by a binary search of cu on
@@ -76,10 +76,18 @@ struct Tc90Softmax {
 
 // Scores of the key tile starting at key j0 of the sequence (s, raw Q K^T) -> exponentials in place;
 // corr: the factor O must be scaled by. With mask, key j of this lane's row h is kept for
-// lo[h] <= j < hi[h] (sequence positions).
+// lo[h] <= j < hi[h] (sequence positions). Cap (softcap c): s becomes c tanh(scale s / c) log2 e first
+// (cap_in = scale / c, cap_out = c log2 e) and scale_log2 is then 1.
+template <bool Cap>
 __device__ __forceinline__ void tc90_softmax(float (&s)[64], Tc90Softmax& st, float (&corr)[2], int j0,
-                                             const int (&lo)[2], const int (&hi)[2], bool mask, float scale_log2) {
+                                             const int (&lo)[2], const int (&hi)[2], bool mask, float scale_log2,
+                                             float cap_in, float cap_out) {
   const int tq = threadIdx.x % 4;
+  if constexpr (Cap) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) s[i] = cap_out * tanhf(s[i] * cap_in);
+    scale_log2 = 1.f;
+  }
   if (mask) {
 #pragma unroll
     for (int j = 0; j < 16; ++j)
@@ -189,7 +197,7 @@ __device__ __forceinline__ int tc90_first_seq(const AttendParams& p, int r0) {
 // T: __nv_bfloat16 or __half. Maps: q over [tokens, Hq, 128], k / v over [tokens, Hkv, 128] (3-D,
 // the caller's strides; box 64 x 1 x 128, 128-byte swizzle). p.out / p.lse rows are written through
 // their strides (out 4-byte aligned with even strides: the launcher checks).
-template <class T, int Sched>
+template <class T, int Sched, bool Cap = false>
 __global__ void __launch_bounds__(kTc90AttnThreads, 1)
     flash_tc90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                       const __grid_constant__ CUtensorMap map_v, const AttendParams p) {
@@ -252,6 +260,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
   const int row = r0 + cw * 64 + w * 16 + lane / 4;  // this lane's first row (the second: + 8)
   const uint32_t qa = sq + cw * 64 * 128;            // this warpgroup's 64 rows of each Q half
   const float scale_log2 = p.scale * 1.4426950408889634f;
+  const float cap_in = Cap ? p.scale / p.softcap : 0.f, cap_out = Cap ? p.softcap * 1.4426950408889634f : 0.f;
   auto qk = [&](float (&s)[64], int stage) { tc90_qk<In>(s, qa, kst(stage)); };
   auto pv = [&](float (&o)[64], const uint32_t (&pf)[8][4], int stage) {
     tc90_pv<In>(o, pf, kst(stage) + kTc90AttnTile);
@@ -309,7 +318,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(sc);
-        tc90_softmax(sc, st, corr, j0(n), lo, hi, masked(n), scale_log2);
+        tc90_softmax<Cap>(sc, st, corr, j0(n), lo, hi, masked(n), scale_log2, cap_in, cap_out);
         tc90_rescale_pack<T>(o, sc, corr, pf);
         mbar_wait(vfull(s), ph);
         wgmma_fence();
@@ -333,7 +342,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
         pass_turn(false);
         wgmma_wait<0>();
         reg_fence(sc);
-        tc90_softmax(sc, st, corr, j0(0), lo, hi, masked(0), scale_log2);
+        tc90_softmax<Cap>(sc, st, corr, j0(0), lo, hi, masked(0), scale_log2, cap_in, cap_out);
         tc90_rescale_pack<T>(o, sc, corr, pf);
       }
       for (int n = 1; n < tiles; ++n) {
@@ -351,7 +360,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
         pass_turn(false);
         wgmma_wait<1>();  // S done
         reg_fence(sc);
-        tc90_softmax(sc, st, corr, j0(n), lo, hi, masked(n), scale_log2);
+        tc90_softmax<Cap>(sc, st, corr, j0(n), lo, hi, masked(n), scale_log2, cap_in, cap_out);
         wgmma_wait<0>();  // PV done: O and P are ours again, the stage of tile n - 1 is free
         reg_fence(o);
         tc90_fence_p(pf);
