@@ -2,8 +2,9 @@
 // consumer warpgroups), its three schedules (tc90: S, softmax, PV in turn; tc90-overlap: S of the next
 // tile and PV of this one in flight together; tc90-pingpong: that, the two consumer warpgroups taking
 // turns to issue their GEMMs), checked against an f32 CUDA-core reference on a subset of rows
-// (every 61st, the first and last 128) and timed beside the library's mma.sync flash kernel
-// (shaders/cuda/attention/flash.cuh). bf16 (and one f16 check), head_dim 128, Hq 32, Hkv 8, B 1.
+// (one sequence: every 61st, the first and last 128; ragged batches: every row) and timed beside the
+// library's mma.sync flash kernel (shaders/cuda/attention/flash.cuh). Both take the library's ragged
+// AttendParams. bf16 (and f16 checks), head_dim 128, Hq 32, Hkv 8.
 // A check line ends "bad N" (elements off by more than 2e-2 + 2e-2 |ref|, plus lse entries off by more
 // than 1e-2 + 1e-3 |ref|); the exit code is 1 when any is bad, 2 on a CUDA error, 3 on a hang.
 // A wait on an mbarrier still unfinished after 2^26 tries (~1 s or more) reports its barrier to mapped
@@ -12,6 +13,7 @@
 //
 // nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I csrc -I shaders -I scripts \
 //   scripts/cuda_attn_wgmma.cu -o /tmp/attnw
+// (cuda/tc90.h's encoder lookup needs cuda/runtime.cuh's cc_major only in a function this never calls.)
 #define BRAZE_TC90_SPIN_TRIES (1u << 26)
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -23,11 +25,14 @@
 
 #include "cuda/attention/flash.cuh"
 #include "cuda/attention/flash_tc90.cuh"
+#include "cuda/tc90.h"
 #include "cuda_bw.cuh"
 
 namespace {
 
 using namespace braze::cuda::attn;
+using braze::cuda::EncodeTiled;
+using braze::cuda::tensor_map_encoder;
 namespace tc90 = braze::cuda::tc90;
 constexpr int D = 128, HQ = 32, HKV = 8;
 unsigned* g_hang = nullptr;  // mapped host memory the device's timed-out waits write to
@@ -80,18 +85,22 @@ template <class T> __global__ void fill_normal(T* p, int64_t n, uint32_t seed) {
   }
 }
 
-// One CTA of D threads per (checked row, head): f32 scores in shared memory, two passes.
+// One CTA of D threads per (checked row, head): f32 scores in shared memory, two passes. Row t of
+// the buffer sits at position t - starts[ri] of its sequence (lens[ri] tokens, keys from starts[ri]).
 template <class T>
-__global__ void attn_ref(const T* q, const T* k, const T* v, const int* rows, int len, float scale, int causal,
-                         float* ref, float* ref_lse) {
+__global__ void attn_ref(const T* q, const T* k0, const T* v0, const int* rows, const int* starts, const int* lens,
+                         float scale, int causal, float* ref, float* ref_lse) {
   extern __shared__ float sh[];  // q [D], scores [len], reduce [32]
+  const int ri = blockIdx.x, h = blockIdx.y, t = rows[ri], kvh = h / (HQ / HKV), d = threadIdx.x;
+  const int len = lens[ri];
+  const T* k = k0 + int64_t(starts[ri]) * HKV * D;
+  const T* v = v0 + int64_t(starts[ri]) * HKV * D;
   float* qs = sh;
   float* sc = sh + D;
   float* red = sc + len;
-  const int ri = blockIdx.x, h = blockIdx.y, t = rows[ri], kvh = h / (HQ / HKV), d = threadIdx.x;
   qs[d] = to_f(q[(int64_t(t) * HQ + h) * D + d]);
   __syncthreads();
-  const int nk = causal ? t + 1 : len;
+  const int nk = causal ? t - starts[ri] + 1 : len;
   for (int j = d; j < nk; j += D) {
     const T* kr = k + (int64_t(j) * HKV + kvh) * D;
     float s = 0.f;
@@ -126,24 +135,16 @@ __global__ void attn_ref(const T* q, const T* k, const T* v, const int* rows, in
   if (d == 0) ref_lse[int64_t(ri) * HQ + h] = mx + logf(sum);
 }
 
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-EncodeTiled encode_fn() {
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult qr;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &qr));
-  if (!f) { printf("no cuTensorMapEncodeTiled\n"); exit(1); }
-  return reinterpret_cast<EncodeTiled>(f);
-}
-// [B, T, H, D] 16-bit, boxes of 128 rows (t) x 64 elements (d) of one head: 128-byte rows, swizzled.
+// [T, H, D] 16-bit, boxes of 128 rows (t) x 64 elements (d) of one head: 128-byte rows, swizzled
+// (the library's maps, csrc/cuda/attention_tc90.cu, with contiguous strides).
 CUtensorMap make_map(const void* ptr, int len, int heads, bool f16) {
-  static EncodeTiled enc = encode_fn();
+  static EncodeTiled enc = tensor_map_encoder();
+  if (!enc) { printf("no cuTensorMapEncodeTiled\n"); exit(1); }
   CUtensorMap m;
-  const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(len), 1};
-  const cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2, cuuint64_t(len) * heads * D * 2};
-  const cuuint32_t box[4] = {64, 1, 128, 1}, es[4] = {1, 1, 1, 1};
-  const CUresult r = enc(&m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+  const cuuint64_t dims[3] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(len)};
+  const cuuint64_t strides[2] = {cuuint64_t(D) * 2, cuuint64_t(heads) * D * 2};
+  const cuuint32_t box[3] = {64, 1, 128}, es[3] = {1, 1, 1};
+  const CUresult r = enc(&m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
                          const_cast<void*>(ptr), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -194,9 +195,9 @@ __global__ void __launch_bounds__(128) unit_gemms(const __grid_constant__ CUtens
   if (tid == 0) {
     mbar_expect(bar, 3 * kTc90AttnTile);
     for (int hf = 0; hf < 2; ++hf) {
-      tma_load_4d(sq + hf * kTc90AttnHalf, &map_q, bar, 64 * hf, 0, 0, 0);
-      tma_load_4d(sk + hf * kTc90AttnHalf, &map_k, bar, 64 * hf, 0, 0, 0);
-      tma_load_4d(sv + hf * kTc90AttnHalf, &map_v, bar, 64 * hf, 0, 0, 0);
+      tma_load_3d(sq + hf * kTc90AttnHalf, &map_q, bar, 64 * hf, 0, 0);
+      tma_load_3d(sk + hf * kTc90AttnHalf, &map_k, bar, 64 * hf, 0, 0);
+      tma_load_3d(sv + hf * kTc90AttnHalf, &map_v, bar, 64 * hf, 0, 0);
     }
   }
   mbar_wait(bar, 0);
@@ -243,10 +244,23 @@ struct Buffers {
 };
 
 // The kernels under test on one problem; which: 0 / 1 / 2 the tc90 kernel (Sched), 3 the library's flash.
-template <class T> void launch(int which, const Buffers& bf, int len, bool causal, const CUtensorMap* maps) {
+// Both take the library's AttendParams: a ragged batch of `batch` sequences (cu_seqlens cu on the
+// device) over `len` tokens, lse [Hq, T].
+template <class T>
+void launch(int which, const Buffers& bf, int len, int batch, const int32_t* cu, bool causal, const CUtensorMap* maps) {
   const float scale = 1.f / std::sqrt(float(D));
+  AttendParams p{};
+  p.mode = kRagged;
+  p.batch = batch; p.q_heads = HQ; p.group = HQ / HKV; p.head_chunks = 1; p.splits = 1;
+  p.tokens = len; p.causal = causal;
+  p.q = bf.q; p.q_st = HQ * D; p.q_sh = D;
+  p.k = bf.k; p.k_st = HKV * D; p.k_sh = D;
+  p.v = bf.v; p.v_st = HKV * D; p.v_sh = D;
+  p.cu = cu;
+  p.scale = scale;
+  p.out = bf.out; p.o_st = HQ * D; p.o_sh = D;
+  p.lse = bf.lse; p.l_st = 1; p.l_sh = len;
   if (which < 3) {
-    Tc90AttnParams p{bf.out, bf.lse, len, HQ, HQ / HKV, scale * 1.4426950408889634f, causal};
     auto kern = which == 0 ? flash_tc90_kernel<T, 0> : which == 1 ? flash_tc90_kernel<T, 1> : flash_tc90_kernel<T, 2>;
     static bool attr[3] = {false, false, false};
     if (!attr[which]) {
@@ -256,25 +270,6 @@ template <class T> void launch(int which, const Buffers& bf, int len, bool causa
     const dim3 grid(unsigned((len + kTc90AttnRows - 1) / kTc90AttnRows * HQ), 1);
     kern<<<grid, kTc90AttnThreads, kTc90AttnSmem>>>(maps[0], maps[1], maps[2], p);
   } else {
-    static int32_t* cu = nullptr;
-    static int cu_len = -1;
-    if (!cu) CK(cudaMalloc(&cu, 2 * sizeof(int32_t)));
-    if (cu_len != len) {  // cu_seqlens {0, len}, copied once per length (not inside a timing)
-      const int32_t hcu[2] = {0, len};
-      CK(cudaMemcpy(cu, hcu, sizeof(hcu), cudaMemcpyHostToDevice));
-      cu_len = len;
-    }
-    AttendParams p{};
-    p.mode = kRagged;
-    p.batch = 1; p.q_heads = HQ; p.group = HQ / HKV; p.head_chunks = 1; p.splits = 1;
-    p.tokens = len; p.causal = causal;
-    p.q = bf.q; p.q_st = HQ * D; p.q_sh = D;
-    p.k = bf.k; p.k_st = HKV * D; p.k_sh = D;
-    p.v = bf.v; p.v_st = HKV * D; p.v_sh = D;
-    p.cu = cu;
-    p.scale = scale;
-    p.out = bf.out; p.o_st = HQ * D; p.o_sh = D;
-    p.lse = bf.lse; p.l_st = 1; p.l_sh = len;  // lse [Hq, T], as the tc90 kernel's
     const size_t smem = flash_smem_bytes<D>();
     static bool attr = false;
     if (!attr) {
@@ -348,10 +343,19 @@ template <class T> int64_t unit(const Buffers& bf, const CUtensorMap* maps, int 
   return bad_all;
 }
 
-// Fills q / k / v, runs each kernel in `which`, checks (check) and times (time) it.
+// Fills q / k / v for a ragged batch of sequences of `seqs` tokens, runs each kernel in `which`,
+// checks (check: with one sequence, the first and last 128 rows and every 61st; ragged, every row)
+// and times (time) it.
 template <class T>
-int64_t run(int len, bool causal, bool check, bool time, std::initializer_list<int> which, bool units = false) {
+int64_t run(std::vector<int> seqs, bool causal, bool check, bool time, std::initializer_list<int> which,
+            bool units = false) {
   const bool f16 = std::is_same_v<T, __half>;
+  std::vector<int32_t> hcu(1, 0);
+  for (int n : seqs) hcu.push_back(hcu.back() + n);
+  const int len = hcu.back(), batch = int(seqs.size()), maxlen = *std::max_element(seqs.begin(), seqs.end());
+  int32_t* cu = nullptr;
+  CK(cudaMalloc(&cu, hcu.size() * 4));
+  CK(cudaMemcpy(cu, hcu.data(), hcu.size() * 4, cudaMemcpyHostToDevice));
   const int64_t nq = int64_t(len) * HQ * D, nkv = int64_t(len) * HKV * D;
   Buffers bf;
   CK(cudaMalloc(&bf.q, nq * 2)); CK(cudaMalloc(&bf.k, nkv * 2)); CK(cudaMalloc(&bf.v, nkv * 2));
@@ -362,35 +366,45 @@ int64_t run(int len, bool causal, bool check, bool time, std::initializer_list<i
   const CUtensorMap maps[3] = {make_map(bf.q, len, HQ, f16), make_map(bf.k, len, HKV, f16),
                                make_map(bf.v, len, HKV, f16)};
   int64_t bad_all = units ? unit<T>(bf, maps, len) : 0;
-  std::vector<int> rows;
-  for (int t = 0; t < len; ++t)
-    if (t < 128 || t >= len - 128 || t % 61 == 0) rows.push_back(t);
+  std::vector<int> rows, starts, lens;
+  for (int b = 0; b < batch; ++b)
+    for (int t = hcu[b]; t < hcu[b + 1]; ++t)
+      if (batch > 1 || t < 128 || t >= len - 128 || t % 61 == 0) {
+        rows.push_back(t);
+        starts.push_back(hcu[b]);
+        lens.push_back(seqs[b]);
+      }
   const int nr = int(rows.size());
-  int* drows = nullptr;
+  int *drows = nullptr, *dstarts = nullptr, *dlens = nullptr;
   float *ref = nullptr, *ref_lse = nullptr;
   std::vector<float> hr, hl;
   if (check) {
     CK(cudaMalloc(&drows, nr * 4)); CK(cudaMalloc(&ref, int64_t(nr) * HQ * D * 4));
     CK(cudaMalloc(&ref_lse, nr * HQ * 4));
     CK(cudaMemcpy(drows, rows.data(), nr * 4, cudaMemcpyHostToDevice));
-    const size_t sm = (D + len + 32) * 4;
+    CK(cudaMalloc(&dstarts, nr * 4)); CK(cudaMalloc(&dlens, nr * 4));
+    CK(cudaMemcpy(dstarts, starts.data(), nr * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dlens, lens.data(), nr * 4, cudaMemcpyHostToDevice));
+    const size_t sm = (D + maxlen + 32) * 4;
     if (sm > 48 * 1024) CK(cudaFuncSetAttribute(attn_ref<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sm)));
     attn_ref<T><<<dim3(nr, HQ), D, sm>>>(static_cast<T*>(bf.q), static_cast<T*>(bf.k), static_cast<T*>(bf.v), drows,
-                                         len, 1.f / std::sqrt(float(D)), causal, ref, ref_lse);
+                                         dstarts, dlens, 1.f / std::sqrt(float(D)), causal, ref, ref_lse);
     CK(cudaGetLastError());
     finish("reference", 60);
     hr.resize(int64_t(nr) * HQ * D); hl.resize(int64_t(nr) * HQ);
     CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hl.data(), ref_lse, hl.size() * 4, cudaMemcpyDeviceToHost));
   }
-  const double flops = 4.0 * HQ * double(len) * len * D * (causal ? 0.5 : 1.0);
+  double flops = 0;
+  for (int n : seqs) flops += 4.0 * HQ * double(n) * n * D * (causal ? 0.5 : 1.0);
   for (int wk : which) {
     char what[96];
-    snprintf(what, sizeof(what), "%s %s T %d %s", name(wk), f16 ? "f16" : "bf16", len, causal ? "causal" : "full");
+    snprintf(what, sizeof(what), "%s %s T %d%s %s", name(wk), f16 ? "f16" : "bf16", len, batch > 1 ? " ragged" : "",
+             causal ? "causal" : "full");
     if (check) {
       CK(cudaMemset(bf.out, 0xff, nq * 2));  // NaN pattern: rows never written fail the check
       CK(cudaMemset(bf.lse, 0xff, int64_t(len) * HQ * 4));
-      launch<T>(wk, bf, len, causal, maps);
+      launch<T>(wk, bf, len, batch, cu, causal, maps);
       finish(what);
       std::vector<T> ho(nq);
       std::vector<float> hlse(int64_t(len) * HQ);
@@ -418,13 +432,16 @@ int64_t run(int len, bool causal, bool check, bool time, std::initializer_list<i
       bad_all += bad + bad_lse;
     }
     if (time) {
-      const float us = time_med([&] { launch<T>(wk, bf, len, causal, maps); }, what, len >= 8192 ? 6 : 10);
+      const float us = time_med([&] { launch<T>(wk, bf, len, batch, cu, causal, maps); }, what, len >= 8192 ? 6 : 10);
       printf("time %s: %.1f us %.0f TFLOP/s\n", what, us, flops / us * 1e-6);
       fflush(stdout);
     }
   }
   CK(cudaFree(bf.q)); CK(cudaFree(bf.k)); CK(cudaFree(bf.v)); CK(cudaFree(bf.out)); CK(cudaFree(bf.lse));
-  if (check) { CK(cudaFree(drows)); CK(cudaFree(ref)); CK(cudaFree(ref_lse)); }
+  if (check) {
+    CK(cudaFree(drows)); CK(cudaFree(dstarts)); CK(cudaFree(dlens)); CK(cudaFree(ref)); CK(cudaFree(ref_lse));
+  }
+  CK(cudaFree(cu));
   return bad_all;
 }
 
@@ -444,13 +461,20 @@ int main() {
   int64_t bad = 0;
   // T 1024 (with the GEMM unit checks first), T 1000 (a tile past T), f16; then T 4096 checked and timed,
   // then the other lengths timed
-  bad += run<bf16>(1024, true, true, true, {3, 0, 1, 2}, true);
-  bad += run<bf16>(1000, true, true, false, {0, 1, 2});
-  bad += run<bf16>(1000, false, true, false, {0, 1, 2});
-  bad += run<__half>(1024, true, true, false, {0, 1, 2});
-  bad += run<bf16>(4096, true, true, true, {3, 0, 1, 2});
-  bad += run<bf16>(4096, false, true, true, {3, 0, 1, 2});
-  for (int len : {2048, 8192, 16384}) bad += run<bf16>(len, true, false, true, {3, 0, 1, 2});
+  bad += run<bf16>({1024}, true, true, true, {3, 0, 1, 2}, true);
+  bad += run<bf16>({1000}, true, true, false, {0, 1, 2});
+  bad += run<bf16>({1000}, false, true, false, {0, 1, 2});
+  bad += run<__half>({1024}, true, true, false, {0, 1, 2});
+  // ragged: sequences crossing 128-row windows, empty and one-token ones (every row checked)
+  for (bool causal : {true, false}) {
+    bad += run<bf16>({300, 0, 1, 127, 129, 256, 5, 383}, causal, true, false, {3, 0, 1, 2});
+    bad += run<__half>({1, 130, 0, 64}, causal, true, false, {3, 0, 1, 2});
+  }
+  bad += run<bf16>({4096}, true, true, true, {3, 0, 1, 2});
+  bad += run<bf16>({4096}, false, true, true, {3, 0, 1, 2});
+  for (int len : {2048, 8192, 16384}) bad += run<bf16>({len}, true, false, true, {3, 0, 1, 2});
+  // ragged timing: 8 prompts of 1000-3000 tokens (16000 in all)
+  bad += run<bf16>({1000, 3000, 2000, 1500, 2500, 1200, 2800, 2000}, true, false, true, {3, 0});
   printf("total bad %lld\n", (long long)bad);
   return bad ? 1 : 0;
 }

@@ -345,7 +345,8 @@ def test_cpu_prefill_reads_keys_changed_between_calls(paged):
 @pytest.mark.parametrize("ci", range(len(FLASH_CASES)))
 @pytest.mark.parametrize("d", FLASH_DIMS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("lens", [(200, 0, 1, 63, 65, 128), (1,), (63,)], ids=["ragged", "t1", "t63"])
+@pytest.mark.parametrize("lens", [(200, 0, 1, 63, 65, 128), (1,), (63,), (300, 0, 1, 127, 129, 256, 5, 383)],
+                         ids=["ragged", "t1", "t63", "ragged_windows"])
 def test_cuda_flash_prefill_matches_reference(lens, dtype, d, ci):
     case, group, hkv = FLASH_CASES[ci], FLASH_GROUPS[ci % 3], 2
     hq = hkv * group
@@ -399,6 +400,57 @@ def test_cuda_flash_prefill_matches_torch_sdpa(dtype):
                                           enable_gqa=True)[0].transpose(0, 1)
     res = testing.compare(got, want, FLASH_TOL[dtype])
     assert res.ok, res.message
+
+
+# On Hopper, ragged prefill of head_dim 128 runs the wgmma kernel (flash_tc90.cuh) through 3-D tensor
+# maps over the caller's strides; what a map cannot express (and out not 4-byte aligned) falls back to
+# flash.cuh or, unaligned, the attend kernel. These layouts cover both sides: q, k, v as head slices
+# of one fused qkv buffer (token stride (Hq + 2 Hkv) 128), k / v head-major ([H, T, D] transposed: the
+# head stride above the token stride), q 8 bytes off 16-byte alignment (attend kernel), out and
+# lse_out strided views of NaN-filled buffers (whose other elements must stay NaN), out at an odd
+# element offset with odd strides (flash.cuh), softcap (the wgmma kernel's tanh instantiation); every
+# output against the float64 reference.
+TC90_LAYOUTS = ("fused_qkv", "head_major_kv", "unaligned_q", "strided_out", "odd_out", "softcap")
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("layout", TC90_LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_prefill_d128_layouts_match_reference(dtype, layout, causal):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(70 + TC90_LAYOUTS.index(layout))
+    lens, hq, hkv, d = (130, 0, 1, 257, 64), 8, 2, 128
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    n = int(cu[-1])
+    q, k, v = _host(rng, (n, hq, d), dtype), _host(rng, (n, hkv, d), dtype), _host(rng, (n, hkv, d), dtype)
+    kw = {"causal": causal, "return_lse": True}
+    if layout == "softcap":
+        kw.update(softcap=6.0, scale=0.15)
+    want = ref.prefill(*(x.astype(np.float64) for x in (q, k, v)), cu, **kw)
+    qd, kd, vd, cud = _on_cuda(q, k, v, cu)
+    if layout == "fused_qkv":
+        qkv = torch.cat([qd, kd, vd], dim=1)  # [n, hq + 2 hkv, d]
+        qd, kd, vd = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
+    elif layout == "head_major_kv":
+        kd, vd = (x.transpose(0, 1).contiguous().transpose(0, 1) for x in (kd, vd))
+    elif layout == "unaligned_q":
+        buf = torch.zeros((n * hq * d + 4,), dtype=qd.dtype, device="cuda")
+        buf[4:] = qd.reshape(-1)
+        qd = buf[4:].view(n, hq, d)
+        assert qd.data_ptr() % 16 == 8
+    if layout in ("strided_out", "odd_out"):
+        off = 1 if layout == "odd_out" else 0
+        obuf = torch.full((n, hq, d + 1 + 7 * (1 - off)), float("nan"), dtype=qd.dtype, device="cuda")
+        lbuf = torch.full((hq, n + 3), float("nan"), dtype=torch.float32, device="cuda")
+        got = attention.prefill(qd, kd, vd, cud, out=obuf[:, :, off:off + d], lse_out=lbuf[:, :n].T, **kw)
+        assert got[0].data_ptr() == obuf[:, :, off:].data_ptr()
+        rest = obuf[:, :, :off].isnan().all() and obuf[:, :, off + d:].isnan().all()
+        assert bool(rest) and bool(lbuf[:, n:].isnan().all())
+    else:
+        got = attention.prefill(qd, kd, vd, cud, **kw)
+    _check_outputs(got, want, dtype)
 
 
 # The CUDA decode kernel (decode.cuh: tensor cores, per-warp cp.async rings)

@@ -67,7 +67,7 @@ def test_variant_gemm_mma():
 
 
 def test_variant_gemv_simt():
-    """BRAZE_CUDA_GEMV=simt: 2..16 rows of f16 / bf16 x on q4_0 / q4_K on the SIMT GEMV (the default
+    """BRAZE_CUDA_GEMV=simt: 3..16 rows of f16 / bf16 x on q4_0 / q4_K on the SIMT GEMV (the default
     takes the tensor-core GEMV there); test_gemv_mma_taken checks which kernel ran."""
     _child({"BRAZE_CUDA_GEMV": "simt"}, "matmul_rows or strided_bias or fast_dot or gemv_mma",
            "test_quant_matmul_cuda.py")
@@ -76,14 +76,29 @@ def test_variant_gemv_simt():
 def test_variant_bad_setting_gemv_raises():
     code = ("import torch, braze.quant as bq\n"
             "from braze import _cuda\n"
-            "x = torch.ones(2, 256, device='cuda', dtype=torch.bfloat16)\n"
+            "x = torch.ones(3, 256, device='cuda', dtype=torch.bfloat16)\n"
             "w = torch.zeros(4, 144, device='cuda', dtype=torch.uint8)\n"
-            "out = torch.empty(2, 4, device='cuda', dtype=torch.bfloat16)\n"
+            "out = torch.empty(3, 4, device='cuda', dtype=torch.bfloat16)\n"
             "try:\n    _cuda.matmul('q4_K', x, w, None, None, None, None, out, 0, 0)\n"
             "except ValueError as e:\n    print('VALUE', e)\n")
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_GEMV="tc"),
                        capture_output=True, text=True, timeout=120)
     assert "VALUE BRAZE_CUDA_GEMV must be 'mma' or 'simt', got 'tc'" in r.stdout, r.stdout + r.stderr
+
+
+def test_variant_prefill_attn_mma():
+    """BRAZE_CUDA_ATTN=mma: ragged prefill of head_dim 128 on the mma.sync flash kernel (Hopper takes the
+    wgmma kernel by default, where the build has it), against the same references."""
+    _child({"BRAZE_CUDA_ATTN": "mma"}, "cuda_flash_prefill or cuda_prefill", "test_attention.py")
+
+
+def test_variant_bad_setting_prefill_raises():
+    code = ("import torch, braze; q = torch.ones(4, 2, 128, device='cuda', dtype=torch.bfloat16)\n"
+            "cu = torch.tensor([0, 4], dtype=torch.int32, device='cuda')\n"
+            "try:\n    braze.attention.prefill(q, q, q, cu)\nexcept ValueError as e:\n    print('VALUE', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_ATTN="fast"),
+                       capture_output=True, text=True, timeout=120)
+    assert "VALUE BRAZE_CUDA_ATTN must be 'mma' or 'wgmma', got 'fast'" in r.stdout, r.stdout + r.stderr
 
 
 def test_variant_w8a8_gemm_mma():

@@ -11,7 +11,9 @@
 // anything else takes the scalar path. Prefill of f16 / bf16 with head_dim
 // <= 128 and 16-byte aligned q / k / v runs the tensor-core flash kernel
 // instead (shaders/cuda/attention/flash.cuh; BRAZE_CUDA_PREFILL=simt forces
-// the attend kernel). Nothing here allocates or synchronizes.
+// the attend kernel); on Hopper, ragged prefill of head_dim 128 takes the
+// wgmma kernel first (attention_tc90.cu; BRAZE_CUDA_ATTN=mma keeps the mma.sync
+// one). Nothing here allocates or synchronizes.
 #include "cuda/attention.h"
 
 #include <algorithm>
@@ -27,6 +29,9 @@
 #include "cuda/attention/flash.cuh"
 #include "cuda/attention/small.cuh"
 #include "cuda/runtime.cuh"
+#if BRAZE_CUDA_TC90
+#include "cuda/attention_tc90.h"
+#endif
 
 namespace braze::cuda {
 namespace {
@@ -191,9 +196,18 @@ template <class T> void flash_typed(const AttendParams& p, int64_t dim, cudaStre
   }
 }
 
-// Runs the flash kernel and returns true where it applies.
-bool flash(DType t, const AttendParams& p, int64_t dim, cudaStream_t s) {
+// Runs a flash kernel and returns true where one applies: on Hopper (a build
+// with the sm_90a unit) the wgmma kernel where prefill_tc90 takes the call
+// (ragged, f16 / bf16, head_dim 128, TMA-expressible strides;
+// BRAZE_CUDA_ATTN=mma keeps it off), else the mma.sync kernel.
+bool flash(DType t, const AttendParams& p, int64_t dim, int64_t kv_heads, int device, cudaStream_t s) {
   if (prefill_simt()) return false;
+#if BRAZE_CUDA_TC90
+  if (attn_tc90_enabled() && prefill_tc90(t, p, dim, kv_heads, device, s)) return true;
+#else
+  (void)kv_heads;
+  (void)device;
+#endif
   if (t == DType::f16 && flash_ok<__half>(p, dim)) return flash_typed<__half>(p, dim, s), true;
   if (t == DType::bf16 && flash_ok<__nv_bfloat16>(p, dim)) return flash_typed<__nv_bfloat16>(p, dim, s), true;
   return false;
@@ -381,7 +395,7 @@ void prefill_run(const PrefillArgs& a, uintptr_t stream) {
     p.v_sh = a.v_stride_h;
   }
   fill_common(p, a.q_heads, a.kv_heads, a.dim, a.opt, a.o);
-  if (flash(a.dtype, p, a.dim, as_stream(stream))) return;
+  if (flash(a.dtype, p, a.dim, a.kv_heads, a.device_id, as_stream(stream))) return;
   attend(a.dtype, p, a.dim, dim3(unsigned(a.tokens), unsigned(a.kv_heads * p.head_chunks), 1), as_stream(stream));
 }
 

@@ -1,5 +1,5 @@
 // The Hopper GEMM's launcher: tensor maps for x and W (the driver's
-// cuTensorMapEncodeTiled, found through the runtime), the kernel's shared
+// cuTensorMapEncodeTiled, found through the runtime: cuda/tc90.h), the kernel's shared
 // memory, the grid of 128 x 256 tiles (128 x 128 promoted). Built for sm_90a only (CMakeLists.txt).
 #include <cuda.h>
 
@@ -16,23 +16,6 @@ namespace {
 using quant::kTc90BM;
 using quant::kTc90KBytes;
 
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiled encoder() {
-  static EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    cudaGetLastError();
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
-  return fn;
-}
-
 int elem_bytes(Tc90In in) { return (in == Tc90In::e4m3 || in == Tc90In::e5m2) ? 1 : 2; }
 
 // rows x k elements, row stride in bytes; boxes of box_rows rows by 128 bytes, 128-byte swizzle.
@@ -44,7 +27,7 @@ CUtensorMap tensor_map(Tc90In in, const void* p, int64_t rows, int64_t k, int64_
                                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)}, strides[1] = {cuuint64_t(stride)};
   const cuuint32_t box[2] = {cuuint32_t(kTc90KBytes / el), cuuint32_t(box_rows)}, step[2] = {1, 1};
-  const CUresult r = encoder()(&map, t, 2, const_cast<void*>(p), dims, strides, box, step,
+  const CUresult r = tensor_map_encoder()(&map, t, 2, const_cast<void*>(p), dims, strides, box, step,
                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw std::runtime_error("braze CUDA backend: cuTensorMapEncodeTiled failed (" +
@@ -87,7 +70,7 @@ template <class In> void by_out(const Tc90Args& a, int device, cudaStream_t s) {
 }  // namespace
 
 bool tc90_usable(const Tc90Args& a, int device) {
-  if (cc_major(device) != 9 || !encoder()) return false;
+  if (!tc90_device(device)) return false;
   const int el = elem_bytes(a.in);
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool dims_ok = a.k * el >= 16 && a.k < (int64_t(1) << 31) && a.m < (int64_t(1) << 31) &&

@@ -6,11 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string>
-
 #include "core/dtype.h"
 #include "core/error.h"
+#include "cuda/tc90.h"
 
 namespace braze::cuda {
 
@@ -38,10 +36,8 @@ bool tc90_usable(const Tc90Args& a, int device);
 // BRAZE_CUDA_GEMM=mma in the environment (read once) keeps the mma.sync GEMMs
 // (quant.matmul's and W8A8's); unset or "wgmma" is the default.
 inline bool tc90_enabled() {
-  static const char* v = std::getenv("BRAZE_CUDA_GEMM");
-  const std::string s = v ? v : "wgmma";
-  if (s != "mma" && s != "wgmma") throw ValueError("BRAZE_CUDA_GEMM must be 'mma' or 'wgmma', got '" + s + "'");
-  return s == "wgmma";
+  static const bool on = wgmma_chosen("BRAZE_CUDA_GEMM");
+  return on;
 }
 void gemm_tc90_run(const Tc90Args& a, int device, cudaStream_t s);
 

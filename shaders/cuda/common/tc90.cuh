@@ -1,4 +1,4 @@
-// Hopper (sm_90a) building blocks: mbarriers, 2-D / 4-D bulk tensor copies (the
+// Hopper (sm_90a) building blocks: mbarriers, 2-D / 3-D / 4-D bulk tensor copies (the
 // copy engine, "TMA"), named barriers, and the warpgroup MMA (wgmma) from
 // shared-memory operands laid out with the copy engine's 128-byte swizzle
 // (K-major; MN-major for B of 16-bit types) or with A from registers.
@@ -69,6 +69,14 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, uint3
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+// Box (c0, c1, c2) of a 3-D tensor map into shared memory at dst.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
 // Box (c0, c1, c2, c3) of a 4-D tensor map into shared memory at dst.
