@@ -46,7 +46,8 @@ fi
 OPS=${OPS:-attention:prefill quant:matmul_q4_0 quant:matmul_q4_K quant:matmul_w8a8_fp8_e4m3 quant:matmul_w8a8_int8}
 for fo in $OPS; do
   fam=${fo%%:*}; op=${fo#*:}; l=$(left 90); [ $l -le 15 ] && break
+  full=(); [ $fam = attention ] && full=(--full)
   timeout $l python3 -m braze bench --backend cuda --no-progress --json $O/bench_${op}.json --family $fam --op $op \
-    --peers torch >> $O/bench.txt 2>&1 || echo "bench $fo rc $?" | tee -a $O/log.txt
+    --peers torch "${full[@]}" >> $O/bench.txt 2>&1 || echo "bench $fo rc $?" | tee -a $O/log.txt
 done
 echo "done at $(( $(date +%s) - T0 )) s" | tee -a $O/log.txt
