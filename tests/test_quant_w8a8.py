@@ -14,6 +14,12 @@ K * 2^-24 * sum|products| (any order), far below what a wrong decode or scale mo
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -277,6 +283,152 @@ def test_vnni_on_and_off_same_bits():
     finally:
         if before:
             braze._cpu.set_quant_vnni(True)
+
+
+# ---------------------------------------------------------------- AMX
+# The int8 GEMM (more than 16 rows) runs on the AMX tile unit where the CPU, the OS and the
+# build allow it (braze._cpu.quant_amx(); BRAZE_CPU_AMX=0 turns it off), else the VNNI /
+# vpmaddwd kernels. "emulated" runs the same AMX kernel source on a software model of the
+# tile instructions (csrc/cpu/amx_emulate.h), so its packing, tails and indexing are tested
+# on machines without AMX too; "hardware" needs the tile unit.
+AMX = braze._cpu.quant_amx()
+AMX_MODES = [pytest.param("hardware", marks=pytest.mark.skipif(not AMX, reason="no usable AMX-INT8 here "
+                                                                "(CPU, OS or build), or BRAZE_CPU_AMX=0")),
+             "emulated"]
+
+
+@contextlib.contextmanager
+def amx_path(mode):
+    try:
+        if mode == "hardware":
+            braze._cpu.set_quant_amx(True)
+        else:
+            braze._cpu._set_quant_amx_emulated(True)
+        yield
+    finally:
+        braze._cpu._set_quant_amx_emulated(False)
+        braze._cpu.set_quant_amx(AMX)
+
+
+@contextlib.contextmanager
+def vnni_path():
+    try:
+        braze._cpu.set_quant_amx(False)
+        yield
+    finally:
+        braze._cpu.set_quant_amx(AMX)
+
+
+def _amx_vs_vnni(mode, xq, sx, qw, **kw):
+    """(AMX result, VNNI result) of the same call."""
+    with amx_path(mode):
+        got = bq.matmul(xq, qw, x_scale=sx, **kw)
+        got = got.copy() if "out" in kw else got
+    with vnni_path():
+        want = bq.matmul(xq, qw, x_scale=sx, **kw)
+    return got, want
+
+
+def _int8_weight(data, rng):
+    return bq.QuantizedTensor("int8", data.shape, data, rng.uniform(0.5, 2, data.shape[0]).astype(np.float32))
+
+
+@pytest.mark.parametrize("mode", AMX_MODES)
+@pytest.mark.parametrize("k", [4, 37, 64, 68, 4100])
+def test_amx_equals_vnni_bit_for_bit(k, mode):
+    """The AMX GEMM against the VNNI kernel and the exact sums: row counts that are not
+    multiples of the 16-row tiles, every N from 1 to 70 (W row tails of the 16-row tiles and
+    of the 64-row tasks), K tails of the 64-byte tile step and of 4-byte groups, the extreme
+    level -128 on both sides, bias, and the out dtypes."""
+    rng = np.random.default_rng(20 + k)
+    ns = range(1, 71) if k <= 68 else (1, 15, 16, 17, 33, 48, 64, 65, 70)
+    for m in (17, 33, 100):
+        x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+        x[0] = -128
+        sx = rng.uniform(0.5, 2, m).astype(np.float32)
+        for n in ns:
+            data = rng.integers(-128, 128, (n, k), dtype=np.int8)
+            data[-1] = -128
+            qw = _int8_weight(data, rng)
+            got, want = _amx_vs_vnni(mode, x, sx, qw, out_dtype="float32")
+            assert got.tobytes() == want.tobytes() == exact_int8(x, sx, qw, "float32").tobytes(), (m, n, k)
+    bias = rng.normal(0, 1, 70).astype(NP["bfloat16"])  # the last qw: 70 rows
+    for dtype in DTYPES:
+        got, want = _amx_vs_vnni(mode, x, sx, qw, bias=bias.astype(NP[dtype]), out_dtype=dtype)
+        assert got.dtype == NP[dtype] and got.tobytes() == want.tobytes(), dtype
+
+
+@pytest.mark.parametrize("mode", AMX_MODES)
+def test_amx_strided_rows_and_out(mode):
+    """x and W rows a stride apart (odd offsets: no alignment, and bytes past K that must not
+    be read into the sums), out a strided view; 64-row tasks over 130 rows (a 2-row tail
+    task) and 4096-byte rows."""
+    rng = np.random.default_rng(21)
+    m, n, k = 130, 67, 4096
+    wide = rng.integers(-128, 128, (m, k + 77), dtype=np.int8)
+    x = wide[:, 3:3 + k]
+    sx = rng.uniform(1e-4, 2e-4, m).astype(np.float32)  # float16 outputs: sums up to 2^26
+    wwide = rng.integers(-128, 128, (n, k + 5), dtype=np.int8)
+    qw = _int8_weight(wwide[:, 1:1 + k], rng)
+    acc = x.astype(np.int64) @ qw.data.astype(np.int64).T
+    s = sx[:, None] * qw.scales[None, :]
+    want = (acc.astype(np.float32).astype(np.float64) * s.astype(np.float64)).astype(np.float32).astype(np.float16)
+    out = np.full((m, n + 9), np.nan, np.float16)
+    got, vnni = _amx_vs_vnni(mode, x, sx, qw, out=out[:, 4:4 + n])
+    assert got.tobytes() == vnni.tobytes() == want.tobytes()
+    assert np.isnan(out[:, :4]).all() and np.isnan(out[:, 4 + n:]).all()
+
+
+@pytest.mark.parametrize("isa", ["base", "avx2", "avx512"])
+def test_amx_emulated_in_every_isa_and_thread_count(isa):
+    """The AMX path is taken from each ISA build's GEMM (the emulated unit where the CPU has
+    none) and does not depend on the thread count."""
+    if isa not in braze._cpu.isas_supported():
+        pytest.skip(f"{isa} not supported here")
+    rng = np.random.default_rng(23)
+    qw = _int8_weight(rng.integers(-128, 128, (70, 300), dtype=np.int8), rng)
+    x = rng.integers(-128, 128, (40, 300), dtype=np.int8)
+    sx = rng.uniform(0.5, 2, 40).astype(np.float32)
+    want = exact_int8(x, sx, qw, "float32")
+    before = braze._cpu.num_threads()
+    try:
+        with cpu_isa(isa), amx_path("emulated"):
+            for t in (1, 2, 3):
+                braze._cpu.set_num_threads(t)
+                assert bq.matmul(x, qw, x_scale=sx, out_dtype="float32").tobytes() == want.tobytes(), t
+    finally:
+        braze._cpu.set_num_threads(before)
+
+
+def test_amx_switch_and_environment():
+    """BRAZE_CPU_AMX=0 (read at first use) starts with the VNNI kernel, with the same bits;
+    set_quant_amx(True) where AMX is not usable is a ValueError."""
+    rng = np.random.default_rng(22)
+    x = rng.integers(-128, 128, (40, 200), dtype=np.int8)
+    sx = rng.uniform(0.5, 2, 40).astype(np.float32)
+    qw = _int8_weight(rng.integers(-128, 128, (50, 200), dtype=np.int8), rng)
+    here = bq.matmul(x, qw, x_scale=sx, out_dtype="float32")
+    code = ("import sys, numpy as np, braze, braze.quant as bq\n"
+            "a = np.load(sys.argv[1])\n"
+            "qw = bq.QuantizedTensor('int8', a['w'].shape, a['w'], a['ws'])\n"
+            "y = bq.matmul(a['x'], qw, x_scale=a['sx'], out_dtype='float32')\n"
+            "print(int(braze._cpu.quant_amx()), y.tobytes().hex())\n")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "in.npz")
+        np.savez(path, x=x, sx=sx, w=qw.data, ws=qw.scales)
+        for env, amx in (("0", False), ("1", AMX or None)):
+            r = subprocess.run([sys.executable, "-c", code, path], env={**os.environ, "BRAZE_CPU_AMX": env},
+                               capture_output=True, text=True, check=True)
+            flag, hexed = r.stdout.splitlines()[-1].split()  # the last line: an editable build may print first
+            if amx is not None:
+                assert flag == str(int(amx)), env
+            assert bytes.fromhex(hexed) == here.tobytes(), env
+    if not AMX and os.environ.get("BRAZE_CPU_AMX") != "0":
+        with pytest.raises(ValueError, match="on: this CPU"):
+            braze._cpu.set_quant_amx(True)
+    with vnni_path():
+        assert not braze._cpu.quant_amx()
+    assert braze._cpu.quant_amx() == AMX
 
 
 # ---------------------------------------------------------------- errors

@@ -92,7 +92,7 @@ def test_every_native_kernel_is_registered():
     exported = {n for n in dir(_cpu) if not n.startswith("_")}
     runtime = {"isa", "isas_supported", "set_isa", "num_threads", "set_num_threads", "copy", "as_bfloat16",
                "stream_min_bytes", "set_stream_min_bytes", "quant_int8_activations", "set_quant_int8_activations",
-               "quant_vnni", "set_quant_vnni", "hw_bf16", "set_hw_bf16"}
+               "quant_vnni", "set_quant_vnni", "quant_amx", "set_quant_amx", "hw_bf16", "set_hw_bf16"}
     orphans = exported - names - runtime
     assert not orphans, f"kernels without an OpSpec: {sorted(orphans)}"
 

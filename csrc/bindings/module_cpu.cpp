@@ -82,6 +82,16 @@ NB_MODULE(_cpu, m) {
   m.def("set_quant_vnni", &cpu::set_quant_vnni, nb::arg("on"),
         "For tests: False runs those formats' vpmaddubsw path (the same results); True where the CPU "
         "has no VNNI raises ValueError.");
+  m.def("quant_amx", &cpu::quant_amx,
+        "Whether the avx512 build's int8 W8A8 GEMM (more than 16 rows) runs on the AMX tile unit "
+        "(default where the CPU, the OS and the build have it, unless BRAZE_CPU_AMX=0).");
+  m.def("set_quant_amx", &cpu::set_quant_amx, nb::arg("on"),
+        "For tests: False runs the VNNI kernel (the same results); True where AMX is not usable "
+        "raises ValueError.");
+  m.def("_set_quant_amx_emulated", &cpu::set_quant_amx_emulated, nb::arg("on"),
+        "Tests: True runs that GEMM's AMX path (any ISA build) on a software model of the tile "
+        "instructions, so its logic is tested where the CPU has no AMX.");
+  m.def("_quant_amx_emulated", &cpu::quant_amx_emulated);
   m.def("hw_bf16", &cpu::hw_bf16,
         "Whether the avx512 build's dequantize narrows to bfloat16 with AVX-512 BF16 instructions.");
   m.def("set_hw_bf16", &cpu::set_hw_bf16, nb::arg("on"),

@@ -10,6 +10,9 @@
 //   subtracted: int32 arithmetic wraps, so the difference is exact whenever the true
 //   sum fits, which K <= 131072 guarantees. Without VNNI (AVX-512 BW, AVX2): bytes
 //   widened to int16 and vpmaddwd (pairs of products, exact); base: scalar int32.
+//   More than 16 rows where the CPU has AMX-INT8 (quant_amx(), avx512 build): each tile's
+//   sums by the tile unit instead (TDPBSSD, signed x signed, quant_w8a8_amx.cpp), the same
+//   exact int32 values, the same epilogue.
 //   fp8: codes to f32 (AVX2 / AVX-512: bits moved into f16 and widened by F16C; base:
 //   256-entry tables) into tiles of KB columns; each product of two fp8 values is exact in
 //   f32, so vector lanes sum exact products, then the lanes and the K blocks in a
@@ -30,6 +33,13 @@
 #include "core/quant/fp8.h"
 #include "core/quant_w8a8.h"
 #include "cpu/simd.h"
+#include <memory>
+#include <new>
+
+#include "cpu/quant_amx.h"
+#if defined(BRAZE_HAVE_AMX) && defined(__AVX512BW__)
+#define BRAZE_W8A8_AMX 1
+#endif
 
 namespace braze::cpu::BRAZE_ISA {
 namespace {
@@ -258,7 +268,43 @@ struct MicroF32 {
   template <int R, int C> void run() { dot_f32<R, C>(x, w, ld, kc, acc); }
 };
 
+// More than 16 rows on the AMX tile unit (quant_amx.h): x packed once, then the same
+// tiles, the exact int32 sums of each from U::gemm_tile, and the same epilogue. U: the
+// hardware's unit (amx) or the software model (amx_emu, tests).
+struct AmxUnit {
+  int64_t (*packed_x_bytes)(int64_t, int64_t);
+  void (*pack_x)(const int8_t*, int64_t, int64_t, int64_t, int8_t*);
+  void (*gemm_tile)(const int8_t*, int64_t, int64_t, int64_t, const int8_t*, int64_t, int64_t, int32_t*, int64_t);
+};
+
+template <class D> void run_int8_amx(const W8A8Args& a, const AmxUnit& u) {
+  const int64_t k = a.w.cols, blk = u.packed_x_bytes(16, k), nblk = (a.m + 15) / 16;
+  struct Free {
+    void operator()(int8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<int8_t[], Free> xp(
+      static_cast<int8_t*>(::operator new[](size_t(nblk * blk), std::align_val_t(64))));
+  const int8_t* x = reinterpret_cast<const int8_t*>(a.x);
+  parallel_for(nblk, [&](int64_t b, int) {
+    u.pack_x(x + 16 * b * a.x_stride, a.x_stride, std::min<int64_t>(16, a.m - 16 * b), k, xp.get() + b * blk);
+  });
+  const Tiling t = tiling(a);
+  const int8_t* w = reinterpret_cast<const int8_t*>(a.w.data);
+  parallel_for(t.mt * t.nt, [&](int64_t task, int) {
+    const int64_t i0 = task / t.nt * t.mb, j0 = task % t.nt * t.nb;
+    const int64_t mb = std::min(t.mb, a.m - i0), nb = std::min(t.nb, a.w.rows - j0);
+    std::vector<int32_t> tile(size_t(mb * nb));
+    u.gemm_tile(xp.get(), k, i0, mb, w + j0 * a.w.data_stride, a.w.data_stride, nb, tile.data(), nb);
+    epilogue<D>(a, i0, j0, mb, nb, tile.data(), nb);
+  });
+}
+
 template <class D> void run_int8(const W8A8Args& a) {
+  if (a.m > 16 && quant_amx_emulated())
+    return run_int8_amx<D>(a, {amx_emu::packed_x_bytes, amx_emu::pack_x, amx_emu::gemm_tile});
+#if defined(BRAZE_W8A8_AMX)
+  if (a.m > 16 && quant_amx()) return run_int8_amx<D>(a, {amx::packed_x_bytes, amx::pack_x, amx::gemm_tile});
+#endif
   const int64_t k = a.w.cols;
   bool vnni = false;
 #if defined(__AVX512BW__)

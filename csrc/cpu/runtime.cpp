@@ -17,6 +17,11 @@
 #include <pthread.h>
 #if defined(__linux__)
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if defined(__x86_64__)
+#include <cpuid.h>
 #endif
 
 namespace braze::cpu {
@@ -320,16 +325,42 @@ bool cpu_has_avx512bf16() {
   return false;
 #endif
 }
+bool cpu_has_amx() {
+#if defined(BRAZE_HAVE_AMX) && defined(__linux__) && defined(__x86_64__)
+  static const bool ok = [] {
+    if (!isa_supported(Isa::avx512)) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!((d >> 24) & 1u) || !((d >> 25) & 1u)) return false;  // AMX-TILE, AMX-INT8
+    // Linux enables the 8 KiB tile state per process on request (kernel 5.16+); a kernel
+    // or hypervisor without it refuses, and the first tile instruction would fault.
+    constexpr int kReqXcompPerm = 0x1023, kGetXcompPerm = 0x1022, kXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) != 0) return false;
+    unsigned long perm = 0;
+    return syscall(SYS_arch_prctl, kGetXcompPerm, &perm) == 0 && ((perm >> kXtiledata) & 1u);
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 namespace {
 // A kernel choice that is on where the CPU has its feature, until set; setting
-// it on where the CPU lacks it is a ValueError naming `on`.
+// it on where the CPU lacks it is a ValueError naming `on`. `env`, where named,
+// set to 0 turns the default off.
 struct FeatureSwitch {
   std::atomic<int> v{-1};  // -1: not chosen yet
   bool (*has)();
   const char* lacks;
+  const char* env = nullptr;
   bool get() {
     int c = v.load(std::memory_order_relaxed);
-    if (c < 0) v.store(c = has() ? 1 : 0, std::memory_order_relaxed);
+    if (c < 0) {
+      const char* e = env ? std::getenv(env) : nullptr;
+      c = has() && !(e && std::string(e) == "0") ? 1 : 0;
+      v.store(c, std::memory_order_relaxed);
+    }
     return c == 1;
   }
   void set(bool on) {
@@ -339,7 +370,15 @@ struct FeatureSwitch {
 };
 FeatureSwitch g_vnni{-1, cpu_has_vnni, "on: this CPU (or build) has no AVX-512 VNNI"};
 FeatureSwitch g_hw_bf16{-1, cpu_has_avx512bf16, "on: this CPU (or build) has no AVX-512 BF16"};
+FeatureSwitch g_amx{-1, cpu_has_amx, "on: this CPU, OS (or build) has no AMX-INT8", "BRAZE_CPU_AMX"};
 }  // namespace
+bool quant_amx() { return g_amx.get(); }
+void set_quant_amx(bool on) { g_amx.set(on); }
+namespace {
+std::atomic<bool> g_amx_emulated{false};
+}
+bool quant_amx_emulated() { return g_amx_emulated.load(std::memory_order_relaxed); }
+void set_quant_amx_emulated(bool on) { g_amx_emulated.store(on, std::memory_order_relaxed); }
 bool quant_vnni() { return g_vnni.get(); }
 void set_quant_vnni(bool on) { g_vnni.set(on); }
 bool hw_bf16() { return g_hw_bf16.get(); }

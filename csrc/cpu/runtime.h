@@ -31,6 +31,18 @@ void set_quant_int8_activations(bool on);
 bool cpu_has_vnni();
 bool quant_vnni();
 void set_quant_vnni(bool on);  // on where the CPU has no VNNI: ValueError
+// The int8 W8A8 GEMM (more than 16 rows) of the avx512 build runs on the AMX tile unit
+// where the build has the AMX unit (BRAZE_HAVE_AMX), the CPU has AMX-TILE and AMX-INT8
+// (cpuid 7.0 EDX bits 24, 25) and Linux grants the tile state (arch_prctl
+// ARCH_REQ_XCOMP_PERM, once per process); else, or with BRAZE_CPU_AMX=0 in the
+// environment (read at first use), it runs the VNNI kernel. Same results.
+bool cpu_has_amx();
+bool quant_amx();
+void set_quant_amx(bool on);  // on where cpu_has_amx() is false: ValueError
+// Tests: the same GEMM's AMX path (every ISA build) on a software model of the tile
+// instructions (cpu/amx_emulate.h), ahead of the hardware's; off by default.
+bool quant_amx_emulated();
+void set_quant_amx_emulated(bool on);
 void set_num_threads(int n);
 
 // Runs fn(task, worker) for task in [0, tasks) on the pool; the calling thread
