@@ -21,93 +21,14 @@
 #include "cuda_bw.cuh"
 
 // ---------------------------------------------------------------- reference
-// The library's dequantize as of c67ad08 (shaders/cuda/quant/dequant.cuh), kept
-// verbatim but for the namespace: the library kernel's output is compared with
-// it bit for bit for every format (its time is printed as "ref (c67ad08)").
+// The library's dequantize kernel as of c67ad08 (shaders/cuda/quant/dequant.cuh):
+// every format through the codecs' decode_chunk (the library's, unchanged since),
+// fp8 through fp8x16_times. The library kernel's output is compared with it bit
+// for bit for every format (its time is printed as "ref (c67ad08)").
 namespace braze::cuda::quant::ref {
 
 using namespace braze::quant;
 
-
-template <QFormat F> struct MxElem;
-template <> struct MxElem<QFormat::mxfp4> { static constexpr Elem e = Elem::e2m1; };
-template <> struct MxElem<QFormat::mxfp6_e2m3> { static constexpr Elem e = Elem::e2m3; };
-template <> struct MxElem<QFormat::mxfp6_e3m2> { static constexpr Elem e = Elem::e3m2; };
-template <> struct MxElem<QFormat::mxfp8_e4m3> { static constexpr Elem e = Elem::e4m3; };
-template <> struct MxElem<QFormat::mxfp8_e5m2> { static constexpr Elem e = Elem::e5m2; };
-template <> struct MxElem<QFormat::fp8_e4m3> { static constexpr Elem e = Elem::e4m3; };
-template <> struct MxElem<QFormat::fp8_e5m2> { static constexpr Elem e = Elem::e5m2; };
-
-template <QFormat F> constexpr int affine_bits() {
-  return F == QFormat::affine2 ? 2 : F == QFormat::affine3 ? 3 : F == QFormat::affine4 ? 4
-       : F == QFormat::affine5 ? 5 : F == QFormat::affine6 ? 6 : 8;
-}
-
-__device__ __forceinline__ float scalar_at(const void* p, DType t, int64_t i) {
-  if (t == DType::f32) return static_cast<const float*>(p)[i];
-  if (t == DType::f16) return __half2float(static_cast<const __half*>(p)[i]);
-  return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-}
-
-// The float scale of element (r, k) of an fp8 / int8 weight: per tensor, row or 128 x 128 block.
-__device__ __forceinline__ float scaled_scale(const DeqParams& p, int64_t r, int64_t k) {
-  const float* s = static_cast<const float*>(p.scales);
-  return p.group == kFp8GroupTensor ? s[0] : p.group == kFp8GroupRow ? s[r] : s[r / 128 * p.scales_stride + k / 128];
-}
-
-// 16 fp8 codes (src 16-byte aligned) times s, through the hardware's fp8x2 ->
-// f16x2 conversion: exact for every code (f16 holds every e4m3 / e5m2 value),
-// a NaN code gives a NaN, and the multiply makes every NaN the canonical one,
-// as decode_elem(c) * s does on the GPU.
-template <Elem E> __device__ __forceinline__ void fp8x16_times(const uint8_t* src, float s, float* out) {
-  static_assert(E == Elem::e4m3 || E == Elem::e5m2, "an fp8 element");
-  const uint4 w = *reinterpret_cast<const uint4*>(src);
-  const uint32_t x[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(x[j / 2] >> (16 * (j % 2))),
-                                                     E == Elem::e4m3 ? __NV_E4M3 : __NV_E5M2);
-    out[2 * j] = __half2float(__half(__half_raw{h.x})) * s;
-    out[2 * j + 1] = __half2float(__half(__half_raw{h.y})) * s;
-  }
-}
-
-// Elements [krel, krel + 16) of the tile starting at element k_tile of row r,
-// from the tile's staged bytes; the arithmetic of the CPU kernels, step by step.
-template <QFormat F>
-__device__ __forceinline__ void decode_chunk(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
-                                             const DeqParams& p, float* out) {
-  constexpr Group G = info(F).group;
-  if constexpr (info(F).layout == Layout::blocks) {
-    static_assert(Codec<F>::kChunk == kDeqChunk, "a thread decodes one codec chunk");
-    braze::quant::decode<F>(tile, krel, out);
-  } else if constexpr (G == Group::mx) {
-    const uint8_t* sc = static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k_tile / kMxBlock;
-    mx_decode8<MxElem<F>::e>(tile, sc, krel, out);
-    mx_decode8<MxElem<F>::e>(tile, sc, krel + 8, out + 8);
-  } else if constexpr (G == Group::nvfp4) {
-    const uint8_t* sc = static_cast<const uint8_t*>(p.scales) + r * p.scales_stride + k_tile / kNvfp4Block;
-    const float t = *p.tensor_scale;
-    // nvfp4_decode8's (e2m1 * s) * t, as the CPU's two steps
-    nvfp4_decode8(tile, sc, t, krel, out);
-    nvfp4_decode8(tile, sc, t, krel + 8, out + 8);
-  } else if constexpr (G == Group::fp8) {
-    const float s = ref::scaled_scale(p, r, k_tile + krel);
-#pragma unroll
-    for (int j = 0; j < kDeqChunk; ++j) out[j] = decode_elem<MxElem<F>::e>(tile[krel + j]) * s;
-  } else if constexpr (G == Group::int8) {
-    const float s = ref::scaled_scale(p, r, k_tile + krel);
-#pragma unroll
-    for (int j = 0; j < kDeqChunk; ++j) out[j] = float(int8_t(tile[krel + j])) * s;
-  } else {
-    static_assert(G == Group::affine, "every group decodes");
-    const int64_t gi = (k_tile + krel) / p.group;
-    const float s = scalar_at(p.scales, p.scales_dtype, r * p.scales_stride + gi);
-    const float b = scalar_at(p.biases, p.scales_dtype, r * p.biases_stride + gi);
-    affine_decode8<affine_bits<F>()>(tile, s, b, krel, out);
-    affine_decode8<affine_bits<F>()>(tile, s, b, krel + 8, out + 8);
-  }
-}
 
 // decode_chunk of a chunk of a staged tile (16-byte aligned), fp8 through
 // fp8x16_times; the matmuls read unaligned rows and keep decode_chunk.
@@ -115,9 +36,9 @@ template <QFormat F>
 __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
                                               const DeqParams& p, float* out) {
   if constexpr (info(F).group == Group::fp8) {
-    fp8x16_times<MxElem<F>::e>(tile + krel, ref::scaled_scale(p, r, k_tile + krel), out);
+    fp8x16_times<MxElem<F>::e>(tile + krel, scaled_scale(p, r, k_tile + krel), out);
   } else {
-    ref::decode_chunk<F>(tile, krel, r, k_tile, p, out);
+    decode_chunk<F>(tile, krel, r, k_tile, p, out);
   }
 }
 

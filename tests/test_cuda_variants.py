@@ -30,6 +30,15 @@ def _child(env, select, path="test_cuda.py"):
     assert " passed" in tail, f"{env}: the child ran no test:\n{tail}"
 
 
+def _bad_setting(var, value, call, expected):
+    """Runs `call` (Python after `import torch, braze`) in a child with var=value and checks it raised
+    the ValueError "{var} must be {expected}, got '{value}'"."""
+    code = f"import torch, braze\ntry:\n    {call}\nexcept ValueError as e:\n    print('VALUE', e)\n"
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{var: value}),
+                       capture_output=True, text=True, timeout=120)
+    assert f"VALUE {var} must be {expected}, got '{value}'" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("variant", [1, 2, 3, 4])
 def test_variant_silu_gelu_swiglu_embedding(variant):
     _child({"BRAZE_CUDA_ACT_VARIANT": str(variant), "BRAZE_CUDA_EMB_VARIANT": str(variant)},
@@ -53,11 +62,8 @@ def test_variant_decode_simt():
 
 
 def test_variant_bad_setting_silu_and_mul_raises():
-    code = ("import torch, braze; x = torch.ones(2, 64, device='cuda')\n"
-            "try:\n    braze.ops.silu_and_mul(x)\nexcept ValueError as e:\n    print('VALUE', e)\n")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_ACT_VARIANT="9"),
-                       capture_output=True, text=True, timeout=120)
-    assert "VALUE BRAZE_CUDA_ACT_VARIANT must be an integer in [0, 4], got '9'" in r.stdout, r.stdout + r.stderr
+    _bad_setting("BRAZE_CUDA_ACT_VARIANT", "9", "braze.ops.silu_and_mul(torch.ones(2, 64, device='cuda'))",
+                 "an integer in [0, 4]")
 
 
 def test_variant_gemm_mma():
@@ -74,16 +80,11 @@ def test_variant_gemv_simt():
 
 
 def test_variant_bad_setting_gemv_raises():
-    code = ("import torch, braze.quant as bq\n"
-            "from braze import _cuda\n"
-            "x = torch.ones(3, 256, device='cuda', dtype=torch.bfloat16)\n"
-            "w = torch.zeros(4, 144, device='cuda', dtype=torch.uint8)\n"
-            "out = torch.empty(3, 4, device='cuda', dtype=torch.bfloat16)\n"
-            "try:\n    _cuda.matmul('q4_K', x, w, None, None, None, None, out, 0, 0)\n"
-            "except ValueError as e:\n    print('VALUE', e)\n")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_GEMV="tc"),
-                       capture_output=True, text=True, timeout=120)
-    assert "VALUE BRAZE_CUDA_GEMV must be 'mma' or 'simt', got 'tc'" in r.stdout, r.stdout + r.stderr
+    # 3 rows of bf16 x on q4_K: the first call that asks for the tensor-core GEMV reads the setting
+    call = ("from braze import _cuda; _cuda.matmul('q4_K', torch.ones(3, 256, device='cuda', dtype=torch.bfloat16), "
+            "torch.zeros(4, 144, device='cuda', dtype=torch.uint8), None, None, None, None, "
+            "torch.empty(3, 4, device='cuda', dtype=torch.bfloat16), 0, 0)")
+    _bad_setting("BRAZE_CUDA_GEMV", "tc", call, "'mma' or 'simt'")
 
 
 def test_variant_prefill_attn_mma():
@@ -93,12 +94,9 @@ def test_variant_prefill_attn_mma():
 
 
 def test_variant_bad_setting_prefill_raises():
-    code = ("import torch, braze; q = torch.ones(4, 2, 128, device='cuda', dtype=torch.bfloat16)\n"
-            "cu = torch.tensor([0, 4], dtype=torch.int32, device='cuda')\n"
-            "try:\n    braze.attention.prefill(q, q, q, cu)\nexcept ValueError as e:\n    print('VALUE', e)\n")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, BRAZE_CUDA_ATTN="fast"),
-                       capture_output=True, text=True, timeout=120)
-    assert "VALUE BRAZE_CUDA_ATTN must be 'mma' or 'wgmma', got 'fast'" in r.stdout, r.stdout + r.stderr
+    call = ("q = torch.ones(4, 2, 128, device='cuda', dtype=torch.bfloat16); "
+            "braze.attention.prefill(q, q, q, torch.tensor([0, 4], dtype=torch.int32, device='cuda'))")
+    _bad_setting("BRAZE_CUDA_ATTN", "fast", call, "'mma' or 'wgmma'")
 
 
 def test_variant_w8a8_gemm_mma():
