@@ -61,8 +61,9 @@ template <QFormat F> constexpr int gemv_mma_xpitch() {  // elements of a staged 
 template <QFormat F, int R, int NT> constexpr int gemv_mma_stage_bytes() {
   return R * gemv_mma_wpitch<F>() + 8 * NT * gemv_mma_xpitch<F>() * 2;
 }
-template <QFormat F, int R, int NT> constexpr int gemv_mma_smem_bytes() {
-  constexpr int pipe = kGemvMmaStages * gemv_mma_stage_bytes<F, R, NT>();
+// S: the pipeline's stages (the library's kGemvMmaStages; scripts/cuda_gemv_mma_bw.cu times others).
+template <QFormat F, int R, int NT, int S = kGemvMmaStages> constexpr int gemv_mma_smem_bytes() {
+  constexpr int pipe = S * gemv_mma_stage_bytes<F, R, NT>();
   constexpr int red = kGemvMmaWarps * 8 * NT * R * 4;
   return pipe > red ? pipe : red;
 }
@@ -167,8 +168,9 @@ template <QFormat F> __device__ __forceinline__ void mma_x(const uint16_t* x, in
 
 // Requires (the launcher checks): p.m in 2..8 NT, x 16-byte aligned with a row
 // stride of a multiple of 8 elements, K a multiple of the block.
-template <QFormat F, class T, int R, int NT>
+template <QFormat F, class T, int R, int NT, int S = kGemvMmaStages>
 __global__ void __launch_bounds__(kGemvMmaThreads) gemv_mma_kernel(const MmParams p) {
+  static_assert(S >= 2, "a stage computed while the next one loads");
   using U = MmaUnit<F>;
   constexpr int MTL = R / 16, XR = 8 * NT, WP = gemv_mma_wpitch<F>(), XP = gemv_mma_xpitch<F>();
   constexpr int BB = info(F).blocks.block_bytes, BK = info(F).blocks.block;
@@ -181,7 +183,7 @@ __global__ void __launch_bounds__(kGemvMmaThreads) gemv_mma_kernel(const MmParam
 
   auto stage = [&](int64_t s) {
     if (s < nslab) {
-      uint8_t* buf = smem + int(s % kGemvMmaStages) * SB;
+      uint8_t* buf = smem + int(s % S) * SB;
       const int64_t k0 = s * kGemvMmaSlab;
       const int kn = int(K - k0 < kGemvMmaSlab ? K - k0 : kGemvMmaSlab);
       for (int j = warp; j < R; j += kGemvMmaWarps)
@@ -207,12 +209,12 @@ __global__ void __launch_bounds__(kGemvMmaThreads) gemv_mma_kernel(const MmParam
       for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.f;
 
 #pragma unroll
-  for (int s = 0; s < kGemvMmaStages - 1; ++s) stage(s);
+  for (int s = 0; s < S - 1; ++s) stage(s);
   for (int64_t s = 0; s < nslab; ++s) {
-    cp_async_wait<kGemvMmaStages - 2>();
+    cp_async_wait<S - 2>();
     __syncthreads();  // slab s visible; every warp is past slab s - 1, whose buffer the next stage refills
-    stage(s + kGemvMmaStages - 1);
-    const uint8_t* wb = smem + int(s % kGemvMmaStages) * SB;
+    stage(s + S - 1);
+    const uint8_t* wb = smem + int(s % S) * SB;
     const uint16_t* xs = reinterpret_cast<const uint16_t*>(wb + R * WP);
     const int64_t k0 = s * kGemvMmaSlab;
     const int nu = int((K - k0 < kGemvMmaSlab ? K - k0 : kGemvMmaSlab) / U::kElems);
