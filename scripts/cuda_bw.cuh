@@ -36,6 +36,18 @@ template <class Launch> float time_it(Launch&& launch) {
   return ms[kReps / 2];
 }
 
+// cudaMemcpyAsync's rate over n-byte buffers (read + written, GB/s), printed: the ceiling the
+// microbenches compare with.
+inline double memcpy_gbs(int64_t n) {
+  uint8_t *s[kSets], *d[kSets];
+  for (int i = 0; i < kSets; ++i) { CK(cudaMalloc(&s[i], n)); CK(cudaMalloc(&d[i], n)); }
+  const float mc = time_it([&](int i) { CK(cudaMemcpyAsync(d[i], s[i], n, cudaMemcpyDeviceToDevice)); });
+  const double gbs = 2.0 * n / mc / 1e3;
+  printf("cudaMemcpyAsync D2D %lld B: %.1f us, %.0f GB/s read + write\n", (long long)n, mc, gbs);
+  for (int i = 0; i < kSets; ++i) { CK(cudaFree(s[i])); CK(cudaFree(d[i])); }
+  return gbs;
+}
+
 // n bytes of hashed noise, each below mod (0x3c: every f16 / bf16 made of them finite).
 __global__ void fill_bytes(uint8_t* p, int64_t n, uint32_t seed, uint32_t mod) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {

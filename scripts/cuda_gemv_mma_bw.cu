@@ -146,15 +146,7 @@ int main() {
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
   printf("%s, %d SMs\n", prop.name, g_sms);
-  {
-    const int64_t n = int64_t(1) << 27;
-    uint8_t *s[kSets], *d[kSets];
-    for (int i = 0; i < kSets; ++i) { CK(cudaMalloc(&s[i], n)); CK(cudaMalloc(&d[i], n)); }
-    const float mc = time_it([&](int i) { CK(cudaMemcpyAsync(d[i], s[i], n, cudaMemcpyDeviceToDevice)); });
-    g_copy_gbs = 2.0 * n / mc / 1e3;
-    printf("cudaMemcpyAsync D2D %lld B: %.1f us, %.0f GB/s read + write\n", (long long)n, mc, g_copy_gbs);
-    for (int i = 0; i < kSets; ++i) { CK(cudaFree(s[i])); CK(cudaFree(d[i])); }
-  }
+  g_copy_gbs = memcpy_gbs(int64_t(1) << 27);
   run<QFormat::q4_0, __nv_bfloat16>("q4_0", "bf16", 4096, 14336);
   run<QFormat::q4_0, __nv_bfloat16>("q4_0", "bf16", 14336, 4096);
   run<QFormat::q4_K, __nv_bfloat16>("q4_K", "bf16", 4096, 14336);
