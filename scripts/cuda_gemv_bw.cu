@@ -1,21 +1,19 @@
 // What limits the CUDA GEMV (quant.matmul with 1-8 rows of x): the library's
-// kernel (shaders/cuda/quant/gemv.cuh) beside a pipelined variant, in one
-// process, against cudaMemcpy of the weight's bytes (no braze build needed).
-//   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I csrc -I shaders \
+// kernel (shaders/cuda/quant/gemv.cuh), at one row also with a 4096-element
+// slab, beside the tensor-core variants (mma), in one process, against
+// cudaMemcpy of the weight's bytes (no braze build needed).
+//   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I csrc -I shaders -I scripts \
 //     scripts/cuda_gemv_bw.cu -o /tmp/gemvbw && /tmp/gemvbw
 // (no -fmad=false: the matmul units keep fused multiply-adds, as CMake builds them.)
 // Each row: median of 7 timings of 20 launches rotating over 3 weight sets
 // (each larger than the L2); bytes = the packed weight read once (x and out
 // are noise); % against the bytes a second cudaMemcpyAsync moves (read +
-// written), the rate braze bench's copy ceiling also counts. Variants are compared with the library's
-// output bit for bit (same units in the same order a lane).
-//
-// Variant "pipe" (R rows a warp, S stages of WK elements, x chunks of XK):
-// the library's CTA stages every slab of W and x, then all warps meet at a
-// barrier, so a CTA has one slab in flight while it computes. Here each warp
-// streams its own rows through S private cp.async buffers (S - 1 slabs in
-// flight, no CTA barrier: __syncwarp only), and x is staged as f32 once every
-// XK elements for the whole CTA.
+// written), the rate braze bench's copy ceiling also counts. The slab variant
+// is compared with the library's output bit for bit (same units in the same
+// order a lane); the mma variants by their largest difference.
+// GEMVBW_ONLY=name runs one case (scripts/ncu_gemv.sh); GEMVBW_DUMP=dir writes
+// each library output, so two builds (two commits) can be compared with cmp.
+// (The cp.async-ring variant "pipe" of 20274e9 / 2026-12-05 ran no faster: history.)
 #include <cuda_runtime.h>
 
 #include "cuda_bw.cuh"
@@ -23,7 +21,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cuda/attention/mma.cuh"
@@ -37,118 +37,6 @@ using braze::quant::QFormat;
 
 
 
-template <class Wt, class T, int MT, int R, int S, int WK, int XK> struct Pipe {
-  static constexpr bool kSums = gemv_sums<Wt, T>();
-  static constexpr int XP = kDotUnit + 4, XS = XK / kDotUnit * XP, SS = kSums ? XK / 16 : 0;
-  static constexpr int B = Wt::block, BB = Wt::block_bytes;
-  static constexpr int WP = (WK / B * BB + 15) / 16 * 16;
-  static constexpr int kWarps = 8, kRows = kWarps * R;
-  static constexpr int smem = MT * (XS + SS) * 4 + kWarps * S * R * WP;
-};
-
-template <class Wt, class T, int MT, int R, int S, int WK, int XK>
-__global__ void __launch_bounds__(256, 2) gemv_pipe(const MmParams p) {
-  using P = Pipe<Wt, T, MT, R, S, WK, XK>;
-  constexpr bool kSums = P::kSums;
-  constexpr int XP = P::XP, XS = P::XS, SS = P::SS, B = P::B, BB = P::BB, WP = P::WP;
-  static_assert(gemv_fast<Wt>(), "fast-dot formats only");
-  static_assert(XK % WK == 0 && WK % 32 == 0, "slabs tile the x chunks");
-  static_assert(!kSums || MT * (XK / 4) % 256 == 0, "every lane takes each staging pass (shuffles)");
-  extern __shared__ __align__(16) uint8_t smem[];
-  float* xbuf = reinterpret_cast<float*>(smem);  // [MT][XS]
-  float* sbuf = xbuf + MT * XS;                  // [MT][SS]
-  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
-  uint8_t* mine = smem + MT * (XS + SS) * 4 + warp * S * R * WP;  // [S][R][WP]
-  const int64_t K = p.w.cols, N = p.w.rows;
-  const int64_t r0 = int64_t(blockIdx.x) * P::kRows + warp * R;
-  const int mrows = int(p.m);
-  const int64_t nslab = (K + WK - 1) / WK;
-
-  auto stage = [&](int64_t s) {
-    if (s < nslab) {
-      const int64_t k0 = s * WK;
-      const int kn = int(K - k0 < WK ? K - k0 : WK);
-#pragma unroll
-      for (int j = 0; j < R; ++j) {
-        const int64_t r = r0 + j;
-        if (r < N)
-          stage_async(mine + (int(s % S) * R + j) * WP, p.w.data + r * p.w.data_stride + k0 / B * BB, kn / B * BB,
-                      lane, 32);
-      }
-    }
-    cp_async_commit();  // empty groups too: the count a wait sees stays uniform
-  };
-
-  float acc[R][MT];
-#pragma unroll
-  for (int j = 0; j < R; ++j)
-#pragma unroll
-    for (int mm = 0; mm < MT; ++mm) acc[j][mm] = 0.f;
-
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) stage(s);
-  for (int64_t s = 0; s < nslab; ++s) {
-    const int64_t k0 = s * WK;
-    const int xo = int(k0 % XK);  // offset in the x chunk
-    if (xo == 0) {
-      __syncthreads();  // the last chunk read by every warp
-      const int64_t kc = k0;
-      const int kcn = int(K - kc < XK ? K - kc : XK);
-      for (int g = int(threadIdx.x); g < MT * (XK / 4); g += 256) {
-        const int mm = g / (XK / 4), kk = (g - mm * (XK / 4)) * 4;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (mm < mrows && kk < kcn) v = load4<T>(static_cast<const T*>(p.x) + mm * p.x_stride + kc + kk, kcn - kk, p.vec_x);
-        *reinterpret_cast<float4*>(xbuf + mm * XS + kk / kDotUnit * XP + kk % kDotUnit) = v;
-        if constexpr (kSums) {
-          float t = (v.x + v.y) + (v.z + v.w);
-          t += __shfl_xor_sync(0xffffffffu, t, 1);
-          t += __shfl_xor_sync(0xffffffffu, t, 2);
-          if ((kk & 15) == 0) sbuf[mm * SS + kk / 16] = t;
-        }
-      }
-      __syncthreads();
-    }
-    stage(s + S - 1);
-    cp_async_wait<S - 1>();
-    __syncwarp();
-    const int kn = int(K - k0 < WK ? K - k0 : WK);
-    const uint8_t* rows = mine + int(s % S) * R * WP;
-    for (int u = lane; u * kDotUnit < kn; u += 32) {
-      DotUnit<Wt::format> w[R];
-#pragma unroll
-      for (int j = 0; j < R; ++j) w[j].load(rows + j * WP, u);
-      unit_dot<Wt::format, R, MT, gemv_biased<T>()>(w, xbuf + (xo / kDotUnit + u) * XP, XS, sbuf + xo / 16 + 2 * u,
-                                                    SS, acc);
-    }
-    __syncwarp();  // the buffer read before a later stage overwrites it
-  }
-#pragma unroll
-  for (int j = 0; j < R; ++j) {
-    const int64_t r = r0 + j;
-#pragma unroll
-    for (int mm = 0; mm < MT; ++mm) {
-      if (MT > 1 && mm >= mrows) break;
-      float v = warp_sum(acc[j][mm]);
-      if (lane == 0 && r < N) {
-        if (p.bias) v += in_f32(static_cast<const T*>(p.bias)[r]);
-        static_cast<T*>(p.out)[mm * p.out_stride + r] = out_of<T>(v);
-      }
-    }
-  }
-}
-
-// Variant "mma" (q4_0 / q4_K, bf16 x, up to 8 rows of x): the tensor cores
-// take the products. A CTA owns 16 rows of W (one m16 tile); its 8 warps
-// split K, each streaming its part of the 16 rows through a private ring of S
-// cp.async stages of WKB blocks. A thread builds its A fragments from the
-// staged nibbles (0x4300 | q is bf16 128 + q; one HSUB2 makes q - 8 or q,
-// exact), takes B from x in global memory (rows of x past m are zeros), and
-// two mma.m16n8k16 give a 32-element group's 16 x 8 dot products with its
-// scale factored out; f32 FMAs by the rows' scales accumulate them (q4_K's
-// min term takes the group's sums of x from two more mma with A = ones). The
-// warps' partial sums meet in shared memory at the end. Not bit-equal to the
-// library (another summation order): the check prints the largest difference
-// relative to the largest output.
 constexpr int kMmaRows = 16, kMmaWarps = 8;
 
 // bytes n0, n1 (bits 0-3 of each byte of v16) -> bf16x2 (n0 - off, n1 - off)
@@ -357,17 +245,6 @@ struct Case {
   }
 };
 
-template <class Wt, int MT, int R, int S, int WK, int XK> void pipe(Case& c) {
-  using P = Pipe<Wt, T, MT, R, S, WK, XK>;
-  auto k = gemv_pipe<Wt, T, MT, R, S, WK, XK>;
-  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, P::smem));
-  char what[80];
-  snprintf(what, sizeof what, "pipe R%d S%d WK%d XK%d (%dKB, %d/SM)", R, S, WK, XK, P::smem / 1024, per_sm(k, P::smem));
-  const unsigned grid = unsigned((c.n + P::kRows - 1) / P::kRows);
-  c.report(what, time_it([&](int s) { k<<<grid, 256, P::smem>>>(c.params(s)); }));
-  c.check(what);
-}
-
 template <class Fm, int S, int WKB> void mma(Case& c) {
   using G = MmaGeo<Fm, S, WKB>;
   auto k = gemv_mma<Fm, S, WKB>;
@@ -384,16 +261,31 @@ template <QFormat F> void mmas(Case& c) {
   if constexpr (F == QFormat::q4_K) { mma<MmaQ4_K, 4, 1>(c); mma<MmaQ4_K, 3, 2>(c); }
 }
 
-template <class Wt, int MT> void library(Case& c) {
+// KSO: a slab length other than the library's (0: the library's); the
+// library's own row (KSO 0) keeps its output as the reference, and with
+// GEMVBW_DUMP=dir writes it to dir/<name>_m<m>.bin (to compare two builds).
+template <class Wt, int MT, int KSO = 0> void library(Case& c) {
+#ifdef GEMVBW_OLD  // headers of a commit before the slab override (-DGEMVBW_OLD -I old/csrc -I old/shaders)
+  static_assert(KSO == 0);
   auto k = gemv_kernel<Wt, T, MT>;
   constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
+#else
+  auto k = gemv_kernel<Wt, T, MT, KSO>;
+  constexpr int bytes = gemv_smem_bytes<Wt, T, MT, KSO>();
+#endif
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   char what[80];
-  snprintf(what, sizeof what, "library (%dKB, %d/SM)", bytes / 1024, per_sm(k, bytes));
+  snprintf(what, sizeof what, "library%s (%dKB, %d/SM)", KSO ? (" KS" + std::to_string(KSO)).c_str() : "", bytes / 1024,
+           per_sm(k, bytes));
   const unsigned grid = unsigned((c.n + kGemvRows - 1) / kGemvRows);
   c.report(what, time_it([&](int s) { k<<<grid, kGemvThreads, bytes>>>(c.params(s)); }));
+  if (KSO) return c.check(what);
   c.ref.resize(c.m * c.n);
   CK(cudaMemcpy(c.ref.data(), c.out, 2 * c.m * c.n, cudaMemcpyDeviceToHost));
+  if (const char* dir = getenv("GEMVBW_DUMP")) {
+    const std::string f = std::string(dir) + "/" + c.name + "_" + std::to_string(c.n) + "_m" + std::to_string(c.m) + ".bin";
+    if (FILE* o = fopen(f.c_str(), "wb")) { fwrite(c.ref.data(), 2, c.ref.size(), o); fclose(o); }
+  }
 }
 
 template <class Wt, int MT> Case make(const char* name, int64_t n, int64_t k) {
@@ -421,11 +313,10 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
+#ifndef GEMVBW_OLD
+    if constexpr (gemv_fast<Wt>()) library<Wt, 1, 4096>(c);
+#endif
     mmas<F>(c);
-    if constexpr (gemv_fast<Wt>()) {
-      pipe<Wt, 1, 2, 4, 1024, 8192>(c);
-      pipe<Wt, 1, 2, 3, 2048, 8192>(c);
-    }
     release(c);
   }
   for (int m : {2, 4}) {  // the library only
@@ -443,7 +334,6 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
     Case c = make<Wt, 8>(name, n, k);
     library<Wt, 8>(c);
     mmas<F>(c);
-    if constexpr (gemv_fast<Wt>()) pipe<Wt, 8, 2, 4, 1024, 1024>(c);
     release(c);
   }
 }
@@ -452,7 +342,10 @@ int main() {
   cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
   printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
   g_copy_gbs = memcpy_gbs(int64_t(1) << 27);
-  {  // dense bf16, the library only
+  // GEMVBW_ONLY=name runs that case alone (for a profiler: scripts/ncu_gemv.sh)
+  const char* only = getenv("GEMVBW_ONLY");
+  auto want = [&](const char* n) { return !only || !strcmp(only, n); };
+  if (want("bf16")) {  // dense bf16, the library only
     Case c = make<Dense, 1>("bf16", 4096, 14336);
     library<Dense, 1>(c);
     release(c);
@@ -460,13 +353,13 @@ int main() {
     library<Dense, 8>(c8);
     release(c8);
   }
-  run<QFormat::q4_0>("q4_0", 4096, 14336);
-  run<QFormat::q8_0>("q8_0", 4096, 14336);
-  run<QFormat::q4_K>("q4_K", 4096, 14336);
-  run<QFormat::q6_K>("q6_K", 4096, 14336);
-  run<QFormat::q4_0>("q4_0", 14336, 4096);
-  run<QFormat::q5_K>("q5_K", 4096, 14336);
-  run<QFormat::q3_K>("q3_K", 4096, 14336);
-  run<QFormat::iq4_xs>("iq4_xs", 4096, 14336);
+  if (want("q4_0")) run<QFormat::q4_0>("q4_0", 4096, 14336);
+  if (want("q8_0")) run<QFormat::q8_0>("q8_0", 4096, 14336);
+  if (want("q4_K")) run<QFormat::q4_K>("q4_K", 4096, 14336);
+  if (want("q6_K")) run<QFormat::q6_K>("q6_K", 4096, 14336);
+  if (!only) run<QFormat::q4_0>("q4_0", 14336, 4096);
+  if (want("q5_K")) run<QFormat::q5_K>("q5_K", 4096, 14336);
+  if (want("q3_K")) run<QFormat::q3_K>("q3_K", 4096, 14336);
+  if (want("iq4_xs")) run<QFormat::iq4_xs>("iq4_xs", 4096, 14336);
   return 0;
 }

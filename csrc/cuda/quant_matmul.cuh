@@ -64,7 +64,7 @@ template <class Wt, class T> void gemv_rows(const MmParams& p, int device, cudaS
 template <class Wt, class T, bool VecW> void matmul_paths(MmParams p, int device, cudaStream_t s) {
   const int64_t es = int64_t(sizeof(T));
   if (p.m <= 16) {
-    p.vec_x = aligned(p.x, unsigned(4 * es)) && (p.m == 1 || (p.x_stride * es) % (4 * es) == 0);
+    p.vec_x = aligned(p.x, unsigned(8 * es)) && (p.m == 1 || (p.x_stride * es) % (8 * es) == 0);
     if constexpr (!VecW) return gemv_rows<Wt, T>(p, device, s);  // VecW is chosen for m > 16 only
   }
   const unsigned gy = unsigned(ceil_div(p.m, std::is_same_v<T, float> ? kSimtTile : kMmaBM));

@@ -32,7 +32,7 @@ struct MmParams {
   void* out;
   int64_t out_stride;  // elements
   int64_t m;
-  bool vec_x;  // x and its row stride 16-byte aligned (GEMV: aligned to 4 elements)
+  bool vec_x;  // x and its row stride 16-byte aligned (GEMV: aligned to 8 elements)
 };
 
 constexpr int kGemvThreads = 256;
@@ -69,19 +69,20 @@ template <class Wt, class T> constexpr int gemv_block_bytes() {
 // dots take 1024 up to 8 rows (32 elements for each lane); 16 rows keep 512
 // (half the lanes idle, but the x reads from shared memory bound that tile
 // anyway, and 1024 would need ~190 KB: more than an sm_80 CTA may have).
-template <class Wt, class T, int MT> constexpr int gemv_slab() {
+template <class Wt, class T, int MT, int KSO = 0> constexpr int gemv_slab() {
+  if constexpr (KSO > 0) return KSO;  // a microbench's override
   constexpr int ks = MT <= 1 ? 2048 : MT == 2 || (gemv_fast<Wt>() && MT <= 8) ? 1024 : 512;
   constexpr int cap = Wt::dense ? 2048 / int(sizeof(T)) : ks;
   return ks < cap ? ks : cap;
 }
-template <class Wt, class T, int MT> constexpr int gemv_row_pitch() {
-  constexpr int KS = gemv_slab<Wt, T, MT>();
+template <class Wt, class T, int MT, int KSO = 0> constexpr int gemv_row_pitch() {
+  constexpr int KS = gemv_slab<Wt, T, MT, KSO>();
   return (KS / gemv_block<Wt, T>() * gemv_block_bytes<Wt, T>() + 15) / 16 * 16;
 }
-template <class Wt, class T, int MT> constexpr int gemv_smem_bytes() {
-  constexpr int KS = gemv_slab<Wt, T, MT>();
+template <class Wt, class T, int MT, int KSO = 0> constexpr int gemv_smem_bytes() {
+  constexpr int KS = gemv_slab<Wt, T, MT, KSO>();
   constexpr int sums = gemv_sums<Wt, T>() ? 2 * MT * (KS / 16) * 4 : 0;
-  return 2 * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT>();
+  return 2 * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT, KSO>();
 }
 
 // n (<= 16) elements of T from shared memory (16-byte aligned) as floats, zeros past n.
@@ -102,22 +103,29 @@ template <class T> __device__ __forceinline__ void shared_chunk(const T* src, fl
   }
 }
 
-// Four elements of x as floats (zeros past n); vec: src aligned to 4 elements.
-template <class T> __device__ __forceinline__ float4 load4(const T* src, int n, bool vec) {
-  if constexpr (sizeof(T) == 4) {
-    if (vec && n >= 4) return __ldg(reinterpret_cast<const float4*>(src));
+// Eight consecutive elements of x, as stored (zeros past n); vec: src
+// aligned to 16 bytes. Kept raw between the load and the staging store, so a
+// prefetched group costs 4 registers (16-bit x) rather than 8.
+template <class T> struct XRaw {
+  static constexpr int kWords = int(sizeof(T)) / 2;  // uint4 words
+  union {
+    uint4 u[kWords];
+    T e[8];
+  };
+};
+template <class T> __device__ __forceinline__ XRaw<T> load8(const T* src, int n, bool vec) {
+  XRaw<T> r;
+  if (vec && n >= 8) {
+#pragma unroll
+    for (int i = 0; i < XRaw<T>::kWords; ++i) r.u[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
   } else {
-    if (vec && n >= 4) {
-      union {
-        uint2 u;
-        T e[4];
-      } v;
-      v.u = __ldg(reinterpret_cast<const uint2*>(src));
-      return make_float4(in_f32(v.e[0]), in_f32(v.e[1]), in_f32(v.e[2]), in_f32(v.e[3]));
-    }
+#pragma unroll
+    for (int i = 0; i < XRaw<T>::kWords; ++i) r.u[i] = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (i < n) r.e[i] = src[i];
   }
-  return make_float4(n > 0 ? in_f32(src[0]) : 0.f, n > 1 ? in_f32(src[1]) : 0.f, n > 2 ? in_f32(src[2]) : 0.f,
-                     n > 3 ? in_f32(src[3]) : 0.f);
+  return r;
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -130,13 +138,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 // at most 128 registers; one where a fast dot's x rows fill the shared memory (M = 16).
 template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>() && MT <= 8 ? 2 : 1; }
 
-template <class Wt, class T, int MT>
+template <class Wt, class T, int MT, int KSO = 0>
 __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
   constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
-  constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT>();
+  constexpr int KS = gemv_slab<Wt, T, MT, KSO>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT, KSO>();
   constexpr int SS = kSums ? KS / 16 : 0;  // sums of 16 elements of x a slab row
-  static_assert(!kSums || MT * (KS / 4) % kGemvThreads == 0, "every lane takes each staging pass (shuffles)");
   constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
   extern __shared__ __align__(16) uint8_t smem[];
   float* xbuf = reinterpret_cast<float*>(smem);  // [2][MT][XS]
@@ -148,7 +155,8 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
   const int mrows = int(p.m);
   const int64_t nslab = (K + KS - 1) / KS;
 
-  auto stage = [&](int64_t s, int buf) {
+  // W: each warp's rows of slab s into buffer buf (one cp.async group)
+  auto stage_w = [&](int64_t s, int buf) {
     const int64_t k0 = s * KS;
     const int kn = int(K - k0 < KS ? K - k0 : KS);
 #pragma unroll
@@ -159,16 +167,41 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
                     p.w.data + r * p.w.data_stride + k0 / B * BB, kn / B * BB, lane, 32);
     }
     cp_async_commit();
+  };
+  // x: 8 consecutive elements of one row a thread and pass, loaded (xload)
+  // into registers, then widened to f32 into a buffer (xstore) with, where the
+  // dot needs them, the sums of each 16 (a pair of threads)
+  constexpr int XG = MT * (KS / 8), XPT = (XG + kGemvThreads - 1) / kGemvThreads;
+  static_assert(!kSums || XG % kGemvThreads == 0, "every lane takes each staging pass (shuffles)");
+  constexpr bool kPre = XPT <= 2;  // few groups: their loads fly while the slab before is used
+  XRaw<T> xr[XPT];
+  auto xload = [&](int64_t s) {
+    const int64_t k0 = s * KS;
+    const int kn = int(K - k0 < KS ? K - k0 : KS);
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+      const int g = int(threadIdx.x) + i * kGemvThreads;
+      const int mm = g / (KS / 8), kk = (g - mm * (KS / 8)) * 8;
+      xr[i] = mm < mrows && g < XG ? load8<T>(static_cast<const T*>(p.x) + mm * p.x_stride + k0 + kk, kn - kk, p.vec_x)
+                                   : XRaw<T>{};
+    }
+  };
+  auto xstore = [&](int buf) {
     float* xb = xbuf + buf * MT * XS;
-    for (int g = int(threadIdx.x); g < MT * (KS / 4); g += kGemvThreads) {
-      const int mm = g / (KS / 4), kk = (g - mm * (KS / 4)) * 4;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (mm < mrows) v = load4<T>(static_cast<const T*>(p.x) + mm * p.x_stride + k0 + kk, kn - kk, p.vec_x);
-      *reinterpret_cast<float4*>(xb + mm * XS + kk / XC * XP + kk % XC) = v;
-      if constexpr (kSums) {  // the 4 threads of 16 elements (consecutive; every lane runs each pass)
-        float t = (v.x + v.y) + (v.z + v.w);
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+      const int g = int(threadIdx.x) + i * kGemvThreads;
+      if (XG % kGemvThreads != 0 && g >= XG) break;
+      const int mm = g / (KS / 8), kk = (g - mm * (KS / 8)) * 8;
+      float v[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = in_f32(xr[i].e[e]);
+      float* d = xb + mm * XS + kk / XC * XP + kk % XC;
+      *reinterpret_cast<float4*>(d) = make_float4(v[0], v[1], v[2], v[3]);
+      *reinterpret_cast<float4*>(d + 4) = make_float4(v[4], v[5], v[6], v[7]);
+      if constexpr (kSums) {  // ((s0 + s1) + (s2 + s3)) over the four 4-element sums of 16 elements
+        float t = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
         t += __shfl_xor_sync(0xffffffffu, t, 1);
-        t += __shfl_xor_sync(0xffffffffu, t, 2);
         if ((kk & 15) == 0) sbuf[(buf * MT + mm) * SS + kk / 16] = t;
       }
     }
@@ -190,10 +223,17 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
 #pragma unroll
       for (int c = 0; c < kP; ++c) part[j][mm][c] = 0.f;
 
-  if (nslab > 0) stage(0, 0);
+  if (nslab > 0) {
+    stage_w(0, 0);
+    xload(0);
+    xstore(0);
+  }
   for (int64_t s = 0; s < nslab; ++s) {
     const int buf = int(s & 1);
-    if (s + 1 < nslab) stage(s + 1, buf ^ 1);
+    if (s + 1 < nslab) {
+      stage_w(s + 1, buf ^ 1);
+      if constexpr (kPre) xload(s + 1);
+    }
     if (s + 1 < nslab) cp_async_wait<1>();
     else cp_async_wait<0>();
     __syncthreads();  // slab s (bytes and x) visible to every warp
@@ -248,7 +288,11 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
         }
       }
     }
-    __syncthreads();  // slab s read before stage(s + 2) overwrites its buffers
+    if (s + 1 < nslab) {  // x buffer buf ^ 1 was last read by slab s - 1, before the barrier below it
+      if constexpr (!kPre) xload(s + 1);
+      xstore(buf ^ 1);
+    }
+    __syncthreads();  // slab s read before stage_w(s + 2) overwrites its bytes; x of s + 1 visible
   }
 
   if constexpr (!kFast) {
