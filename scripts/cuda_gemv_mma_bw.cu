@@ -132,6 +132,7 @@ template <QFormat F, class T> static void run(const char* name, const char* dt, 
   const double bytes = double(wbytes);
   row<F, T, 1, 1>(name, dt, 1, p, w, n, k, bytes, o1, o2);
   row<F, T, 2, 1>(name, dt, 2, p, w, n, k, bytes, o1, o2);
+  row<F, T, 4, 1>(name, dt, 3, p, w, n, k, bytes, o1, o2);
   row<F, T, 4, 1>(name, dt, 4, p, w, n, k, bytes, o1, o2);
   row<F, T, 8, 1>(name, dt, 8, p, w, n, k, bytes, o1, o2);
   row<F, T, 16, 2>(name, dt, 16, p, w, n, k, bytes, o1, o2);

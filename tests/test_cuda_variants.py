@@ -73,17 +73,17 @@ def test_variant_gemm_mma():
 
 
 def test_variant_gemv_simt():
-    """BRAZE_CUDA_GEMV=simt: 3..16 rows of f16 / bf16 x on q4_0 / q4_K on the SIMT GEMV (the default
+    """BRAZE_CUDA_GEMV=simt: 5..16 rows of f16 / bf16 x on q4_0 / q4_K on the SIMT GEMV (the default
     takes the tensor-core GEMV there); test_gemv_mma_taken checks which kernel ran."""
     _child({"BRAZE_CUDA_GEMV": "simt"}, "matmul_rows or strided_bias or fast_dot or gemv_mma",
            "test_quant_matmul_cuda.py")
 
 
 def test_variant_bad_setting_gemv_raises():
-    # 3 rows of bf16 x on q4_K: the first call that asks for the tensor-core GEMV reads the setting
-    call = ("from braze import _cuda; _cuda.matmul('q4_K', torch.ones(3, 256, device='cuda', dtype=torch.bfloat16), "
+    # 5 rows of bf16 x on q4_K: the first call that asks for the tensor-core GEMV reads the setting
+    call = ("from braze import _cuda; _cuda.matmul('q4_K', torch.ones(5, 256, device='cuda', dtype=torch.bfloat16), "
             "torch.zeros(4, 144, device='cuda', dtype=torch.uint8), None, None, None, None, "
-            "torch.empty(3, 4, device='cuda', dtype=torch.bfloat16), 0, 0)")
+            "torch.empty(5, 4, device='cuda', dtype=torch.bfloat16), 0, 0)")
     _bad_setting("BRAZE_CUDA_GEMV", "tc", call, "'mma' or 'simt'")
 
 

@@ -193,13 +193,13 @@ def test_matmul_fast_dot_every_m(fmt, dtype):
 
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 @pytest.mark.parametrize("fmt", ("q4_0", "q4_K"))
-@pytest.mark.parametrize("m", (2, 3, 8, 9, 16))
+@pytest.mark.parametrize("m", (2, 4, 5, 8, 9, 16))
 def test_matmul_gemv_mma(fmt, dtype, m):
-    """The tensor-core GEMV (shaders/cuda/quant/gemv_mma.cuh: 3..16 rows of 16-bit x, x
+    """The tensor-core GEMV (shaders/cuda/quant/gemv_mma.cuh: 5..16 rows of 16-bit x, x
     16-byte aligned with rows a multiple of 8 elements apart): one and two n-tiles of x
     rows (8, 9), K over several 512-element slabs with a short last one, x rows 8 elements
     apart, a bias, a strided out; n = 67 and 32 SMs - 13 (CTA tiles of 16 rows, the last one
-    partial); 2 rows: the SIMT GEMV, which the launcher keeps there."""
+    partial); 2 and 4 rows: the SIMT GEMV, which the launcher keeps there."""
     b = _block(fmt)
     k = b * (math.ceil(4096 / b) + 3)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
@@ -219,8 +219,8 @@ def _kernel_names(fn):
 
 @pytest.mark.parametrize("fmt", ("q4_0", "q4_K"))
 def test_gemv_mma_taken(fmt):
-    """3..16 rows of bf16 x on q4_0 / q4_K run the tensor-core GEMV unless BRAZE_CUDA_GEMV=simt
-    (then the SIMT one); one and two rows, x rows not 16-byte aligned and f32 x stay on the SIMT GEMV."""
+    """5..16 rows of bf16 x on q4_0 / q4_K run the tensor-core GEMV unless BRAZE_CUDA_GEMV=simt
+    (then the SIMT one); 1-4 rows, x rows not 16-byte aligned and f32 x stay on the SIMT GEMV."""
     k = 512
     (data, *_), _, _ = _weight(fmt, k, "bfloat16", 0)
 
@@ -234,10 +234,10 @@ def test_gemv_mma_taken(fmt):
     if not probe:
         pytest.skip("the torch profiler sees no CUDA kernels here")
     simt = os.environ.get("BRAZE_CUDA_GEMV") == "simt"
-    for m in (3, 9, 16):
+    for m in (5, 9, 16):
         got = names(m)
         assert ("gemv_mma_kernel" in got) != simt, f"m={m}, BRAZE_CUDA_GEMV={os.environ.get('BRAZE_CUDA_GEMV')}: {got}"
-    for got in (probe, names(2), names(4, pad=3), names(4, "float32")):
+    for got in (probe, names(2), names(4), names(5, pad=3), names(5, "float32")):
         assert "gemv_mma_kernel" not in got and "gemv_kernel" in got, got
 
 

@@ -64,10 +64,12 @@ template <QFormat F, class T> bool launch_format(const MmParams& p, int device, 
 
 }  // namespace
 
-// From 3 rows: at 2 the SIMT GEMV was as fast or faster on the H100 (q4_0 4096 x 14336: 37.4 us
-// against 40.5; q4_K 36.5 against 47.4), from 4 rows it is 1.2-6x slower.
+// From 5 rows. H100, bf16 x, scripts/cuda_gemv_mma_bw.cu after the SIMT GEMV's x prefetch (a260282),
+// SIMT / mma us: 4096 x 14336, 3-4 rows q4_0 37.5-38.2 / 41.4-42.9, q4_K 36.0-36.5 / 46.7-48.1;
+// 14336 x 4096 the mma kernel is ahead by 5-7% there (q4_0 39.1-40.5 / 36.7-37.5); 8 rows the mma
+// kernel everywhere (q4_0 4096 x 14336 56.1 / 44.8; 14336 x 4096 64.1 / 40.0).
 template <class T> bool gemv_mma_run(const MmParams& p, QFormat format, int device, cudaStream_t s) {
-  if (p.m < 3 || p.m > 16 || !gemv_mma_enabled()) return false;
+  if (p.m < 5 || p.m > 16 || !gemv_mma_enabled()) return false;
   if (format != QFormat::q4_0 && format != QFormat::q4_K) return false;
   if ((reinterpret_cast<uintptr_t>(p.x) & 15u) != 0 || p.x_stride % 8 != 0) return false;
   if (p.w.cols % 256 != 0 && format == QFormat::q4_K) return false;  // whole blocks (the codec's own rule)
