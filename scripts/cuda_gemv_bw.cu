@@ -1,6 +1,5 @@
 // What limits the CUDA GEMV (quant.matmul with 1-8 rows of x): the library's
-// kernel (shaders/cuda/quant/gemv.cuh), at one row also with a 4096-element
-// slab, beside the tensor-core variants (mma), in one process, against
+// kernel (shaders/cuda/quant/gemv.cuh) beside the tensor-core variants (mma), in one process, against
 // cudaMemcpy of the weight's bytes (no braze build needed).
 //   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I csrc -I shaders -I scripts \
 //     scripts/cuda_gemv_bw.cu -o /tmp/gemvbw && /tmp/gemvbw
@@ -8,12 +7,12 @@
 // Each row: median of 7 timings of 20 launches rotating over 3 weight sets
 // (each larger than the L2); bytes = the packed weight read once (x and out
 // are noise); % against the bytes a second cudaMemcpyAsync moves (read +
-// written), the rate braze bench's copy ceiling also counts. The slab variant
-// is compared with the library's output bit for bit (same units in the same
-// order a lane); the mma variants by their largest difference.
+// written), the rate braze bench's copy ceiling also counts. The mma variants
+// are compared with the library's output by their largest difference.
 // GEMVBW_ONLY=name runs one case (scripts/ncu_gemv.sh); GEMVBW_DUMP=dir writes
 // each library output, so two builds (two commits) can be compared with cmp.
-// (The cp.async-ring variant "pipe" of 20274e9 / 2026-12-05 ran no faster: history.)
+// Tried and dropped (docs/performance.md, history): a cp.async ring a warp ("pipe", 20274e9), a
+// 4096-element slab at one row (a260282), 3 CTAs an SM and W by the copy engine (2026-12-06).
 #include <cuda_runtime.h>
 
 #include "cuda_bw.cuh"
@@ -223,14 +222,6 @@ struct Case {
     printf("%-6s m=%lld %-34s %7.1f us %6.0f GB/s %5.1f%%\n", name, (long long)m, what, us, w_bytes / us / 1e3,
            100.0 * (w_bytes / g_copy_gbs / 1e3) / us);
   }
-  void check(const char* what) const {
-    std::vector<uint16_t> got(m * n);
-    CK(cudaMemcpy(got.data(), out, 2 * m * n, cudaMemcpyDeviceToHost));
-    int bad = 0;
-    for (int64_t i = 0; i < m * n; ++i) bad += got[i] != ref[i];
-    if (bad) printf("  %s: %d of %lld outputs differ from the library kernel's\n", what, bad, (long long)(m * n));
-  }
-
   // largest |out - library| over the largest |library|
   void near(const char* what) const {
     std::vector<uint16_t> got(m * n);
@@ -261,25 +252,16 @@ template <QFormat F> void mmas(Case& c) {
   if constexpr (F == QFormat::q4_K) { mma<MmaQ4_K, 4, 1>(c); mma<MmaQ4_K, 3, 2>(c); }
 }
 
-// KSO: a slab length other than the library's (0: the library's); the
-// library's own row (KSO 0) keeps its output as the reference, and with
-// GEMVBW_DUMP=dir writes it to dir/<name>_m<m>.bin (to compare two builds).
-template <class Wt, int MT, int KSO = 0> void library(Case& c) {
-#ifdef GEMVBW_OLD  // headers of a commit before the slab override (-DGEMVBW_OLD -I old/csrc -I old/shaders)
-  static_assert(KSO == 0);
+// The library's kernel; its output is the reference of the other variants, and with
+// GEMVBW_DUMP=dir it is written to dir/<name>_<n>_m<m>.bin (to compare two builds).
+template <class Wt, int MT> void library(Case& c) {
   auto k = gemv_kernel<Wt, T, MT>;
   constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
-#else
-  auto k = gemv_kernel<Wt, T, MT, KSO>;
-  constexpr int bytes = gemv_smem_bytes<Wt, T, MT, KSO>();
-#endif
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   char what[80];
-  snprintf(what, sizeof what, "library%s (%dKB, %d/SM)", KSO ? (" KS" + std::to_string(KSO)).c_str() : "", bytes / 1024,
-           per_sm(k, bytes));
+  snprintf(what, sizeof what, "library (%dKB, %d/SM)", bytes / 1024, per_sm(k, bytes));
   const unsigned grid = unsigned((c.n + kGemvRows - 1) / kGemvRows);
   c.report(what, time_it([&](int s) { k<<<grid, kGemvThreads, bytes>>>(c.params(s)); }));
-  if (KSO) return c.check(what);
   c.ref.resize(c.m * c.n);
   CK(cudaMemcpy(c.ref.data(), c.out, 2 * c.m * c.n, cudaMemcpyDeviceToHost));
   if (const char* dir = getenv("GEMVBW_DUMP")) {
@@ -313,9 +295,6 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
-#ifndef GEMVBW_OLD
-    if constexpr (gemv_fast<Wt>()) library<Wt, 1, 4096>(c);
-#endif
     mmas<F>(c);
     release(c);
   }

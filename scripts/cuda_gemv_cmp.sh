@@ -3,12 +3,11 @@
 # against each one's headers): times, and whether every library output is the
 # same bit for bit. The older headers come in .old/ (ignored; carry it):
 #   rm -rf .old && mkdir .old && git archive REV csrc shaders | tar -x -C .old
-# Usage: OUT=dir bash scripts/cuda_gemv_cmp.sh  (the headers of REV must predate
-# the slab override: they build with -DGEMVBW_OLD)
+# Usage: OUT=dir bash scripts/cuda_gemv_cmp.sh
 set -u
 O=${OUT:-/tmp/out}; mkdir -p "$O" /tmp/d_old /tmp/d_new
 NV="nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I scripts"
-$NV -DGEMVBW_OLD -I .old/csrc -I .old/shaders scripts/cuda_gemv_bw.cu -o /tmp/gold > "$O/nvcc.txt" 2>&1 &
+$NV -I .old/csrc -I .old/shaders scripts/cuda_gemv_bw.cu -o /tmp/gold > "$O/nvcc.txt" 2>&1 &
 $NV -I csrc -I shaders scripts/cuda_gemv_bw.cu -o /tmp/gnew >> "$O/nvcc.txt" 2>&1 &
 wait
 GEMVBW_DUMP=/tmp/d_old timeout 120 /tmp/gold > "$O/old.txt" 2>&1

@@ -69,20 +69,19 @@ template <class Wt, class T> constexpr int gemv_block_bytes() {
 // dots take 1024 up to 8 rows (32 elements for each lane); 16 rows keep 512
 // (half the lanes idle, but the x reads from shared memory bound that tile
 // anyway, and 1024 would need ~190 KB: more than an sm_80 CTA may have).
-template <class Wt, class T, int MT, int KSO = 0> constexpr int gemv_slab() {
-  if constexpr (KSO > 0) return KSO;  // a microbench's override
+template <class Wt, class T, int MT> constexpr int gemv_slab() {
   constexpr int ks = MT <= 1 ? 2048 : MT == 2 || (gemv_fast<Wt>() && MT <= 8) ? 1024 : 512;
   constexpr int cap = Wt::dense ? 2048 / int(sizeof(T)) : ks;
   return ks < cap ? ks : cap;
 }
-template <class Wt, class T, int MT, int KSO = 0> constexpr int gemv_row_pitch() {
-  constexpr int KS = gemv_slab<Wt, T, MT, KSO>();
+template <class Wt, class T, int MT> constexpr int gemv_row_pitch() {
+  constexpr int KS = gemv_slab<Wt, T, MT>();
   return (KS / gemv_block<Wt, T>() * gemv_block_bytes<Wt, T>() + 15) / 16 * 16;
 }
-template <class Wt, class T, int MT, int KSO = 0> constexpr int gemv_smem_bytes() {
-  constexpr int KS = gemv_slab<Wt, T, MT, KSO>();
+template <class Wt, class T, int MT> constexpr int gemv_smem_bytes() {
+  constexpr int KS = gemv_slab<Wt, T, MT>();
   constexpr int sums = gemv_sums<Wt, T>() ? 2 * MT * (KS / 16) * 4 : 0;
-  return 2 * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT, KSO>();
+  return 2 * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT>();
 }
 
 // n (<= 16) elements of T from shared memory (16-byte aligned) as floats, zeros past n.
@@ -138,11 +137,11 @@ __device__ __forceinline__ float warp_sum(float v) {
 // at most 128 registers; one where a fast dot's x rows fill the shared memory (M = 16).
 template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>() && MT <= 8 ? 2 : 1; }
 
-template <class Wt, class T, int MT, int KSO = 0>
+template <class Wt, class T, int MT>
 __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
   constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
-  constexpr int KS = gemv_slab<Wt, T, MT, KSO>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT, KSO>();
+  constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT>();
   constexpr int SS = kSums ? KS / 16 : 0;  // sums of 16 elements of x a slab row
   constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
   extern __shared__ __align__(16) uint8_t smem[];
