@@ -42,21 +42,16 @@
 #include <vector>
 
 #include "cuda/attention/decode.cuh"
+#include "cuda_bw.cuh"
 
 using namespace braze::cuda;
 using namespace braze::cuda::attn;
 using T = __nv_bfloat16;
 constexpr int D = 128;
 
-#define CK(x)                                                                                             \
-  do {                                                                                                    \
-    cudaError_t e_ = (x);                                                                                 \
-    if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
-
-constexpr int kIters = 20, kReps = 7;
 static cudaStream_t g_s;
 
+// cuda_bw.cuh's timer on this file's stream, over `sets` buffer sets
 template <class Launch> float time_it(int sets, Launch&& launch) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
@@ -397,24 +392,6 @@ __global__ void __launch_bounds__(kDecThreads) decode_var(const AttendParams p, 
 }
 
 // ---------------------------------------------------------------- ceilings and fills
-constexpr int kU = 4;
-__global__ void read16(const uint4* __restrict__ a, int64_t na, const uint4* __restrict__ b, int64_t nb,
-                       unsigned* sink) {
-  const int64_t n = na + nb, step = int64_t(gridDim.x) * blockDim.x;
-  unsigned acc = 0;
-  for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += step * kU) {
-    uint4 w[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t i = i0 + u * step;
-      w[u] = i < na ? __ldg(a + i) : i < n ? __ldg(b + (i - na)) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) acc ^= w[u].x ^ w[u].y ^ w[u].z ^ w[u].w;
-  }
-  if (acc == 0x9e3779b9u) sink[0] = acc;  // never in practice; keeps the loads
-}
-
 // Uniform values in [-2, 2) as bf16, from a hash of the index.
 __global__ void fill_bf16(T* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {

@@ -410,6 +410,20 @@ void release(Case& c) {
   CK(cudaFree(c.x)); CK(cudaFree(c.out));
 }
 
+// The weight's bytes read once by read16 (cuda_bw.cuh), launch and tail included: the floor of
+// a GEMV of this size (a large copy's rate is out of reach of a 10-30 us kernel).
+void read_floor(Case& c) {
+  unsigned* sink;
+  CK(cudaMalloc(&sink, 4));
+  int sms;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const float us = time_it([&](int s) {
+    read16<<<sms * 8, 256>>>(reinterpret_cast<const uint4*>(c.w[s]), c.w_bytes / 16, nullptr, 0, sink);
+  });
+  c.report("read16 of W (the read floor)", us);
+  CK(cudaFree(sink));
+}
+
 template <QFormat F> void q8x(Case& c) {
   if constexpr (F == QFormat::q4_0 || F == QFormat::q8_0) {
     const int64_t nb = c.k / 32;
@@ -437,6 +451,7 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
+    read_floor(c);
     q8x<F>(c);
     mmas<F>(c);
     release(c);
@@ -470,6 +485,7 @@ int main() {
   if (want("bf16")) {  // dense bf16, the library only
     Case c = make<Dense, 1>("bf16", 4096, 14336);
     library<Dense, 1>(c);
+    read_floor(c);
     release(c);
     Case c8 = make<Dense, 8>("bf16", 4096, 14336);
     library<Dense, 8>(c8);
