@@ -3,7 +3,7 @@
 # scripts/cuda_gemv_bw.cu: for each case (default bf16 q4_0 q8_0) the library's
 # gemv_kernel (the 4th launch: steady state) with --set full, and its stall
 # reasons per issued instruction; for q4_0 also the per-instruction source page
-# (SASS with executions and stall samples: where the instructions go).
+# (SASS with executions and stall samples: where the instructions go) and the int8-x variant q8x.
 # Usage: OUT=dir bash scripts/ncu_gemv.sh [cases...]
 set -uo pipefail
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -22,4 +22,9 @@ for c in ${@:-bf16 q4_0 q8_0}; do
 done
 GEMVBW_ONLY=q4_0 timeout 150 "$ncu" "${one[@]}" --set full --import-source yes --page source --print-source sass \
   /tmp/gemvbw > "$O/src_q4_0.txt" 2>&1 || echo "source q4_0 rc $?"
+# the int8-x variant (q8x) of q4_0: --set full and its stalls
+GEMVBW_ONLY=q4_0 timeout 150 "$ncu" --clock-control none -k regex:gemv_q8x --launch-skip 3 --launch-count 1 --set full \
+  /tmp/gemvbw > "$O/ncu_q4_0_q8x.txt" 2>&1 || echo "ncu q8x rc $?"
+GEMVBW_ONLY=q4_0 timeout 100 "$ncu" --clock-control none -k regex:gemv_q8x --launch-skip 3 --launch-count 1 \
+  --metrics "$m" /tmp/gemvbw > "$O/stall_q4_0_q8x.txt" 2>&1 || echo "stall q8x rc $?"
 ls -la "$O"
