@@ -542,37 +542,47 @@ struct Q40Dot {
     hi = _mm512_and_si512(_mm512_srli_epi16(codes, 4), m4);
     dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(si.v), r0)));
   }
-  // V: vpdpbusd (the caller checked quant_vnni()); the target lets its intrinsic inline here
-  template <int MR, bool V> __attribute__((target("avx512vnni")))
-  static void row512(const uint8_t* w, const QX& x, float* res) {
+  // R rows of W (w[0..R-1]) against MR rows of x into res[r * MR + i]. V: vpdpbusd (the caller
+  // checked quant_vnni()); the target lets its intrinsic inline here. R = 2 loads each x group
+  // once for both rows (x comes from L2 at 8 rows: its reads, not W's, bounded the 1-row-at-a-time
+  // kernel); every (row, x row) pair sees the same operations in the same order as at R = 1.
+  template <int MR, int R, bool V> __attribute__((target("avx512vnni")))
+  static void rows512(const uint8_t* const* w, const QX& x, float* res) {
     const int64_t nb = x.k / 32, ng = (nb + 3) / 4;
-    __m512 acc[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    __m512 acc[R][MR];
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; ++g) {
-      const uint8_t* p = w + g * 4 * kBytes;
       const int n = int(std::min<int64_t>(4, nb - 4 * g));
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + 64), _MM_HINT_T0);
-      __m512i lo, hi;
-      __m512 dw;
-      group(p, n, lo, hi, dw);
+      __m512i lo[R], hi[R];
+      __m512 dw[R];
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = w[r] + g * 4 * kBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + 64), _MM_HINT_T0);
+        group(p, n, lo[r], hi[r], dw[r]);
+      }
       const __mmask16 lanes = __mmask16((1u << (4 * n)) - 1);
       for (int i = 0; i < MR; ++i) {
         const int8_t* q = x.q4(i, g);
         const __m512i c = _mm512_loadu_si512(x.c4(i, g)), xlo = _mm512_loadu_si512(q), xhi = _mm512_loadu_si512(q + 64);
-        __m512i dot;
-        if constexpr (V) {
-          dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, lo, xlo), hi, xhi);
-        } else {  // u <= 15, |q_x| <= 127: the two halves' pair sums add in int16 exactly (<= 7620)
-          const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(lo, xlo), _mm512_maddubs_epi16(hi, xhi));
-          dot = _mm512_add_epi32(_mm512_madd_epi16(s16, _mm512_set1_epi16(1)), c);
+        const __m512 dx = _mm512_loadu_ps(x.dv4(i, g));
+        for (int r = 0; r < R; ++r) {
+          __m512i dot;
+          if constexpr (V) {
+            dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, lo[r], xlo), hi[r], xhi);
+          } else {  // u <= 15, |q_x| <= 127: the two halves' pair sums add in int16 exactly (<= 7620)
+            const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(lo[r], xlo), _mm512_maddubs_epi16(hi[r], xhi));
+            dot = _mm512_add_epi32(_mm512_madd_epi16(s16, _mm512_set1_epi16(1)), c);
+          }
+          const __m512 s = _mm512_mul_ps(dw[r], dx);
+          acc[r][i] = _mm512_mask3_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc[r][i], lanes);
         }
-        const __m512 s = _mm512_mul_ps(dw, _mm512_loadu_ps(x.dv4(i, g)));
-        acc[i] = _mm512_mask3_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc[i], lanes);
       }
     }
-    for (int i = 0; i < MR; ++i)
-      res[i] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm512_extractf32x8_ps(acc[i], 1)));
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < MR; ++i)
+        res[r * MR + i] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r][i]), _mm512_extractf32x8_ps(acc[r][i], 1)));
   }
 #endif
   // AVX2: the group's halves (blocks 4 g + 2 h, + 1) into acc[h], lanes of a missing block kept
@@ -606,12 +616,21 @@ struct Q40Dot {
   }
   template <int MR> static void row(const uint8_t* w, const QX& x, float* res) {
 #if defined(__AVX512BW__)
-    if (quant_vnni()) return row512<MR, true>(w, x, res);
-    return row512<MR, false>(w, x, res);
+    if (quant_vnni()) return rows512<MR, 1, true>(&w, x, res);
+    return rows512<MR, 1, false>(&w, x, res);
 #else
     return row256<MR>(w, x, res);
 #endif
   }
+#if defined(__AVX512BW__)
+  // Two rows of W at once from 4 rows of x (gemv_int8): res[0..MR) row w0's, res[MR..2 MR) w1's.
+  static constexpr int kPairFrom = 4;
+  template <int MR> static void row_pair(const uint8_t* w0, const uint8_t* w1, const QX& x, float* res) {
+    const uint8_t* w[2] = {w0, w1};
+    if (quant_vnni()) return rows512<MR, 2, true>(w, x, res);
+    return rows512<MR, 2, false>(w, x, res);
+  }
+#endif
 };
 
 // The cache lines of the block kWPrefetch bytes past blk: a K-quant block spans 2-4 lines, and at
@@ -770,12 +789,30 @@ struct Q6KDot {
 #endif  // __AVX2__
 
 // ------------------------------------------------------------ the GEMV
+// Kernels with a row_pair (Q40Dot, AVX-512) take two rows of W at a time from kPairFrom rows of x
+// up to 8 (16 would need more accumulators than there are registers); the results are the same.
+template <class Kern, int MR, class = void> struct PairRows : std::false_type {};
+template <class Kern, int MR>
+struct PairRows<Kern, MR, std::void_t<decltype(Kern::kPairFrom)>>
+    : std::bool_constant<(MR >= Kern::kPairFrom && MR <= 8)> {};
+
 template <class Kern, class D, int MR> void gemv_int8(const quant::MatmulArgs& a) {
   const QX x = quantize_x<D>(a, MR, Kern::kXBlock, Kern::kCBias, Kern::kSplitX);
   const auto& bi = quant::info(a.w.format).blocks;
   const int64_t row_bytes = a.w.cols / bi.block * bi.block_bytes + a.m * 4;
   parallel_rows(a.w.rows, row_bytes, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+    int64_t r = r0;
+    if constexpr (PairRows<Kern, MR>::value) {
+      for (; r + 1 < r1; r += 2) {
+        float res[2 * MR];
+        Kern::template row_pair<MR>(a.w.data + r * a.w.data_stride, a.w.data + (r + 1) * a.w.data_stride, x, res);
+        for (int64_t i = 0; i < a.m; ++i) {
+          put_out<D>(a, i, r, res[i]);
+          put_out<D>(a, i, r + 1, res[MR + i]);
+        }
+      }
+    }
+    for (; r < r1; ++r) {
       float res[MR];
       Kern::template row<MR>(a.w.data + r * a.w.data_stride, x, res);
       for (int64_t i = 0; i < a.m; ++i) put_out<D>(a, i, r, res[i]);
