@@ -4,7 +4,7 @@
 # while the microbenches run (each checks its kernels against a reference), then the CUDA tests of
 # the touched families, then bench rows as the deadline allows. Output: a few text files under
 # $OUT (the device returns about 8). Usage: BUDGET=seconds OUT=dir bash scripts/h200_pending.sh
-# (carry .whl). MICRO: the microbenches (names below), TESTS: the test files, OPS: family:op bench
+# (carry .whl). MICRO: the microbenches (names below), TESTS: the test files, K: a pytest -k filter, OPS: family:op bench
 # rows. PHASE=bench skips to the bench rows on a warm machine whose /tmp/site holds the wheel.
 set -u
 O=${OUT:-/tmp/out}; mkdir -p $O
@@ -37,7 +37,8 @@ wait $B; tail -1 $O/build.log | tee -a $O/log.txt
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site /tmp/whl/braze-*.whl || { tail -30 $O/build.log; exit 1; }
 cd /tmp
 TESTS=${TESTS:-test_attention test_quant_matmul_cuda test_quant_cuda test_cuda_variants test_quant}
-timeout $(left 280) python3 -m pytest -q -rf -m cuda -n 12 -p no:cacheprovider $(for t in $TESTS; do echo $repo/tests/$t.py; done) > $O/pytest.log 2>&1
+timeout $(left 280) python3 -m pytest -q -rf -m cuda -n 12 -p no:cacheprovider $(for t in $TESTS; do echo $repo/tests/$t.py; done) \
+  ${K:+-k "$K"} > $O/pytest.log 2>&1
 echo "pytest rc $? at $(( $(date +%s) - T0 )) s: $(tail -1 $O/pytest.log)" | tee -a $O/log.txt
 grep -E "FAILED|^ERROR" $O/pytest.log | head -20 | tee -a $O/log.txt
 cd $repo

@@ -132,7 +132,7 @@ template <class T> void matmul_typed(const MatmulArgs& a, cudaStream_t s) {
   const int dev = a.device_id;
   // 5..16 rows of f16 / bf16 x on q4_0 / q4_K: the tensor-core GEMV where it applies (quant_gemv_mma.h)
   if constexpr (!std::is_same_v<T, float>)
-    if (!a.dense && a.m >= 3 && a.m <= 16 && gemv_mma_run<T>(p, w.format, dev, s)) return;
+    if (!a.dense && gemv_mma_run<T>(p, w.format, dev, s)) return;  // it checks the row count itself
   if (a.dense) {
     if (a.m > 16 && aligned(w.data, 16) && (w.rows == 1 || w.data_stride % 16 == 0))
       return matmul_paths<Dense, T, true>(p, dev, s);
