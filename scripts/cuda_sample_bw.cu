@@ -26,8 +26,10 @@
 //   lib <mix> cN          the same kernel in clusters of N CTAs (16: the
 //                         non-portable size; n/a where it cannot launch)
 //   lib <mix> 1 CTA       the non-cluster form (what rows >= SMs / 8 take)
-//   stop<S> <mix>         a copy of sample_row (the library's helpers, nothing
-//                         else changed) that returns after stage S:
+//   stop<S> <mix>         a copy of sample_row as it was before the short-list
+//                         selects (max and bound through two cluster barriers,
+//                         top-p and the draw by radix levels; the library's
+//                         helpers otherwise) that returns after stage S:
 //                         1 pass 1 (row max + thread maxima, HBM) + across
 //                         2 + list bound (radix over the 1024 thread maxima,
 //                           2 levels, + across; no-k mixes: the across only)
@@ -36,10 +38,14 @@
 //                         4 + kth_key (4 list levels, or nothing)
 //                         5 + top_p select (4 list levels, or select_global:
 //                           a row pass per level + compact + list levels)
-//                         7 the whole draw (= the library; checked token for token)
+//                         7 the whole draw (checked token for token against the library)
 //                         consecutive differences are the stages' costs (SASS
 //                         19 / 41 / 52 / 102 / 167 / 214 KB for stops 1-5, 7: in
 //                         the cold column each stage also pays for its code)
+//   lib stop<S> <mix>     the library kernel returning after stage S of
+//                         sample_row (1 max + bound + their exchange, 2 + list
+//                         and gather, 3 + k-th key, 4 + kept items' masses,
+//                         5 + top-p; short lists only, else radix fallbacks)
 //   softmax cluster       the library softmax on the same row (the floor to approach)
 //   empty cluster         same geometry and static shared memory, no work
 //   empty + 1 csync       ... one cluster barrier (every split kernel ends with one)
@@ -81,7 +87,18 @@ constexpr int kCols = 128256, kCold = 41, kWarm = 50, kReps = 7;
 constexpr int kRot = 256, kRowStride = kCols + 64;  // 256 row copies: 131 MB, past any L2
 
 // ---------------------------------------------------------------- instrumented copy of sample_row
-// Identical to kernels.cuh's sample_row but for `if constexpr (Stop == s) return`.
+// (the form of 35fb9e8: the max and the bound through two cluster barriers, the
+// list selects by radix levels; kth_key and the gather are the library's.)
+template <int NT, int V, bool kC, class T> __device__ RowMax row_max_of(Ctx<NT, kC>& cx, const T* row) {
+  const RowMax own = row_max<NT, V>(row + cx.c0, cx.n, cx.br);
+  const bool plain = own.best != ~0ull && own.best != 0;  // NaN and "nothing" combine as they are
+  const u64 mine = plain ? (own.best & ~0xffffffffull) | ~(u32(cx.c0) + own.first) : own.best;
+  const u64 best = cx.across(&cx.sm.post_best, mine, [](u64 a, u64 b) { return a > b ? a : b; });
+  const float m = float_of(u32(best >> 32));
+  return {best != ~0ull && best != 0 && isfinite(m), m, own.tm, ~u32(best), best};
+}
+
+// sample_row as it was before the short-list selects, but for `if constexpr (Stop == s) return`.
 template <int Stop, int NT, int V, bool kC, class T>
 __device__ Drawn sample_row_upto(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, const T* x) {
   const int n = int(a.cols);
@@ -174,7 +191,7 @@ template <int Stop> __global__ void __launch_bounds__(kThreads) sample_upto(Samp
   const int64_t r = blockIdx.x / cx.ctas;
   const Drawn d = sample_row_upto<Stop, NT, 4>(cx, a, r, row_in<float>(a, r));
   if (threadIdx.x == 0 && d.mine) a.out[r] = d.tok;
-  cluster_sync();
+  cx.finish();
 }
 
 // ---------------------------------------------------------------- floors
@@ -391,7 +408,8 @@ int main() {
 
   const Mix mixes[] = {{"none", 1.f, 1.f, 0.f, 0},          {"top_k 50", 1.f, 1.f, 0.f, 50},
                        {"top_p 0.9", 1.f, 0.9f, 0.f, 0},    {"top_k 50 top_p 0.9", 1.f, 0.9f, 0.f, 50},
-                       {"min_p 0.05", 1.f, 1.f, 0.05f, 0},  {"t.7 k20 p.8 minp.05", 0.7f, 0.8f, 0.05f, 20}};
+                       {"min_p 0.05", 1.f, 1.f, 0.05f, 0},  {"t.7 k20 p.8 minp.05", 0.7f, 0.8f, 0.05f, 20},
+                       {"top_k 1000 top_p 0.95", 1.f, 0.95f, 0.f, 1000}};  // the radix fallbacks
   auto args = [&](const Mix& m, uint64_t seed) {
     SampleArgs a{};
     a.dtype = braze::DType::f32;
@@ -553,6 +571,15 @@ int main() {
   tm.row(what, [&](const float* row) { SampleArgs b = a; b.x = row; CK(launch_cl(sample_upto<S>, ctas, kThreads, ctas, b)); });
     STOP(1) STOP(2) STOP(3) STOP(4) STOP(5) STOP(7)
 #undef STOP
+  }
+  for (const Mix& m : mixes) {  // the library kernel's own stages (sample_row's Stop)
+    const SampleArgs a = args(m, 1234);
+    char what[64];
+#define NSTOP(S)                                                                         \
+  snprintf(what, sizeof what, "lib stop%d %s", S, m.name);                               \
+  tm.row(what, [&](const float* row) { SampleArgs b = a; b.x = row; CK(launch_cl(sample_kernel<float, 4, true, S>, ctas, kThreads, ctas, b)); });
+    NSTOP(1) NSTOP(2) NSTOP(3) NSTOP(4) NSTOP(5)
+#undef NSTOP
   }
   for (int c : {1, 2, 4, 16}) {
     if (c == 16 && !c16) continue;

@@ -39,6 +39,25 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// The two halves of cluster_sync, for work between them: arrive once this
+// thread's reads of other CTAs' shared memory are done (release), wait before
+// its own shared memory may be reused or the CTA exits (acquire). Every thread
+// pairs each arrive with one wait, and no cluster_sync comes between them.
+__device__ __forceinline__ void cluster_arrive() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
 // The float at `local`'s shared-memory offset in CTA `rank` of the cluster.
 __device__ __forceinline__ float cluster_load(const float* local, unsigned rank) {
 #if __CUDA_ARCH__ >= 900

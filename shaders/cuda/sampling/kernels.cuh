@@ -8,9 +8,12 @@
 // row max (and its first index) and each thread's max; the k-th largest of
 // the thread maxima bounds the k-th largest element from below (k threads
 // each hold an element >= it), so pass 2 lists the few elements at or above
-// that bound in shared memory, and top-k, top-p and the draw run on the list.
-// Other cases select over the whole row, a pass per radix level until the
-// bucket fits the list.
+// that bound in shared memory, and top-k, top-p and the draw run on the list:
+// short lists (the usual case) by select_small, a loop over the list per
+// answer instead of four radix levels, longer ones by radix levels. Split rows
+// exchange the max and the bound through one cluster barrier and gather the
+// lists through a second. Other cases select over the whole row, a pass per
+// radix level until the bucket fits the list.
 #pragma once
 #include <cstdint>
 
@@ -78,65 +81,71 @@ template <int NT, int V, class T> __device__ RowMax row_max(const T* x, int n, B
   return {best != ~0ull && best != 0 && isfinite(m), m, tm, ~u32(best), best};
 }
 
-// The row's RowMax (split rows: over the cluster, the first index in the row;
-// tm stays this thread's own).
-template <int NT, int V, bool kC, class T> __device__ RowMax row_max_of(Ctx<NT, kC>& cx, const T* row) {
+// A lower bound of the k-th largest key of this CTA's elements: the k-th
+// largest of its thread maxima (k threads each hold an element >= it), its top
+// 16 bits fixed by two radix levels (tight enough, and cheaper than all four;
+// an even number, since split rows sum histograms by buffer index, so every
+// CTA must stand at the same one). known = false when k is outside [1,
+// threads holding elements]. Rows the list holds whole need none (low 0).
+struct Bound {
+  bool known;
+  u32 low;
+};
+template <int NT, int V, bool kC> __device__ Bound local_bound(Ctx<NT, kC>& cx, int n, int64_t k, float tm) {
+  if (n <= kCap) return {true, 0u};
+  const int np = (cx.n + V - 1) / V, holders = np < NT ? np : NT;
+  if (!(k >= 1 && k <= holders)) return {false, 0u};
+  if (threadIdx.x < holders) cx.sm.list.key[threadIdx.x] = key_of(tm);
+  __syncthreads();
+  Sel s;
+  const ListSrc<NT> src{cx.sm, u32(holders), false};
+  auto one = [](u32, u32) { return u64(1); };
+  auto target = [k](u64) { return u64(k); };
+  radix_level<NT, true>(cx, s, src, one, target);
+  radix_level<NT, true>(cx, s, src, one, target);
+  return {true, s.prefix};
+}
+
+// The row's RowMax (split rows: over the cluster, the first index in the
+// row; tm stays this thread's own) and, where `want`, a lower bound of its
+// k-th largest key: split rows take the highest of the CTAs' bounds (each a
+// bound of the row's k-th largest too), exchanging it and the max through one
+// cluster barrier.
+template <int NT, int V, bool kC, class T>
+__device__ RowMax max_and_bound(Ctx<NT, kC>& cx, const T* row, int n, int64_t k, bool want, Bound* b) {
+  const RowMax own = row_max<NT, V>(row + cx.c0, cx.n, cx.br);
+  *b = want ? local_bound<NT, V>(cx, n, k, own.tm) : Bound{false, 0u};
   if constexpr (!kC) {
-    return row_max<NT, V>(row, cx.n, cx.br);
+    return own;
   } else {
-    const RowMax own = row_max<NT, V>(row + cx.c0, cx.n, cx.br);
-    const bool plain = own.best != ~0ull && own.best != 0;  // NaN and "nothing" combine as they are
-    const u64 mine = plain ? (own.best & ~0xffffffffull) | ~(u32(cx.c0) + own.first) : own.best;
-    const u64 best = cx.across(&cx.sm.post_best, mine, [](u64 a, u64 b) { return a > b ? a : b; });
+    const bool plain = own.best != ~0ull && own.best != 0;
+    u64 best = plain ? (own.best & ~0xffffffffull) | ~(u32(cx.c0) + own.first) : own.best;
+    u64 bound = b->known ? (u64(1) << 32) | b->low : 0ull;
+    auto mx = [](u64 a, u64 c) { return a > c ? a : c; };
+    cx.across2(&best, mx, &bound, mx);
+    *b = {bound != 0, u32(bound)};
     const float m = float_of(u32(best >> 32));
     return {best != ~0ull && best != 0 && isfinite(m), m, own.tm, ~u32(best), best};
   }
 }
 
-// Lists every element whose key is >= a lower bound of the k-th largest key
-// (the whole row when it fits, whatever k). Returns how many, 0 when they do
-// not fit or no bound is known (k outside [1, threads holding elements]).
-// Split rows: each CTA bounds the k-th largest of its own slice by its thread
-// maxima, which bounds the row's k-th largest too; the highest bound is taken.
-template <int NT, int V, bool kC, class T>
-__device__ u32 list_top(Ctx<NT, kC>& cx, const T* x, int n, int64_t k, float tm) {
-  u32 low = 0;
-  if (n > kCap) {
-    const int np = (cx.n + V - 1) / V, holders = np < NT ? np : NT;
-    const bool known = k >= 1 && k <= holders;
-    if (known) {
-      if (threadIdx.x < holders) cx.sm.list.key[threadIdx.x] = key_of(tm);
-      __syncthreads();
-      // Two levels fix the top 16 bits of the k-th largest thread max: tight
-      // enough, and cheaper than all four. (An even number: split rows sum
-      // histograms by buffer index, so every CTA must stand at the same one.)
-      Sel s;
-      const ListSrc<NT> src{cx.sm, u32(holders), false};
-      auto one = [](u32, u32) { return u64(1); };
-      auto target = [k](u64) { return u64(k); };
-      radix_level<NT, true>(cx, s, src, one, target);
-      radix_level<NT, true>(cx, s, src, one, target);
-      low = s.prefix;
-    }
-    if constexpr (kC) {
-      const u64 b = cx.across(&cx.sm.post_bound, known ? (u64(1) << 32) | low : 0ull,
-                              [](u64 a, u64 c) { return a > c ? a : c; });
-      if (!b) return 0;
-      low = u32(b);
-    } else if (!known) {
-      return 0;
-    }
-  }
-  const float bound = threshold_of(low);
-  const u32 c = compact<NT, V, kU<V>>(cx, x, [bound](float v, u32) { return v >= bound; });
+// Lists every element at or above the bound (every CTA of a split row holding
+// the cluster's items; their lists stay shared until Ctx::finish). Returns how
+// many, 0 when no bound is known or they do not fit.
+template <int NT, int V, bool kC, class T> __device__ u32 list_above(Ctx<NT, kC>& cx, const T* x, Bound b) {
+  if (!b.known) return 0;
+  const float bound = threshold_of(b.low);
+  const u32 c = compact<NT, V, kU<V>>(cx, x, [bound](float v, u32) { return v >= bound; }, true);
   return c <= kCap ? c : 0;
 }
 
-// The key of the k-th largest element (1 < k < n); listed = list_top's answer.
+// The key of the k-th largest element (1 < k < n); listed = list_above's answer.
 template <int NT, int V, bool kC, class T>
 __device__ u32 kth_key(Ctx<NT, kC>& cx, const T* x, int64_t k, u32 listed) {
   auto one = [](u32, u32) { return u64(1); };
   auto target = [k](u64) { return u64(k); };
+  if (listed && listed <= kSmallCount && listed <= NT)
+    return select_small<true, false>(cx, cx.sm.list.key, cx.sm.list.idx, nullptr, listed, target);
   if (listed) return select_list<NT, true>(cx, Sel{}, listed, false, one, target);
   return select_global<NT, V, kU<V>, true>(cx, x, one, target);
 }
@@ -166,13 +175,14 @@ struct Keep {
 template <int NT, int V, bool kC, class T>
 __device__ Keep mask_keep(Ctx<NT, kC>& cx, const MaskArgs& a, int64_t r, const T* x) {
   const int n = int(a.cols);
-  const RowMax rm = row_max_of<NT, V>(cx, x);
+  const int64_t k = a.op == Op::top_k_mask ? a.top_k.at(r) : 0;
+  Bound b;
+  const RowMax rm = max_and_bound<NT, V>(cx, x, n, k, k > 0 && k < n, &b);
   Keep kp{true, 0u, 0.f, rm.m, a.op == Op::top_k_mask ? 1.f : 1.f / a.temperature.at(r)};
   if (!rm.valid) return kp;
   if (a.op == Op::top_k_mask) {
-    const int64_t k = a.top_k.at(r);
     if (k <= 0 || k >= n) return kp;
-    kp.cut = kth_key<NT, V>(cx, x, k, list_top<NT, V>(cx, x, n, k, rm.tm));
+    kp.cut = kth_key<NT, V>(cx, x, k, list_above<NT, V>(cx, x, b));
   } else if (a.op == Op::min_p_mask) {
     kp.e_min = a.min_p.at(r);
     if (!(kp.e_min > 0.f)) return kp;
@@ -181,7 +191,7 @@ __device__ Keep mask_keep(Ctx<NT, kC>& cx, const MaskArgs& a, int64_t r, const T
     if (p >= 1.f) return kp;
     auto mass = [m, it](u32 key, u32) { return fixed(__expf((float_of(key) - m) * it)); };
     auto target = [p](u64 total) { return u64(ceil(double(p) * double(total))); };
-    const u32 listed = n <= kCap ? list_top<NT, V>(cx, x, n, 0, rm.tm) : 0;
+    const u32 listed = n <= kCap ? list_above<NT, V>(cx, x, Bound{true, 0u}) : 0;
     kp.cut = listed ? select_list<NT, false>(cx, Sel{}, listed, false, mass, target)
                     : select_global<NT, V, kU<V>, false>(cx, x, mass, target);
   }
@@ -217,7 +227,7 @@ template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kTh
       store_pack<T, V>(ys, int64_t(q) * V, len, o);
     });
   }
-  if constexpr (kC) cluster_sync();  // no CTA leaves while another may read its shared memory
+  cx.finish();  // no CTA leaves while another may read its shared memory
 }
 
 // The token drawn from row r (-1: the row has NaN or no finite max), and
@@ -227,17 +237,23 @@ struct Drawn {
   bool mine;
 };
 
-template <int NT, int V, bool kC, class T>
+// Stop > 0 (scripts/cuda_sample_bw.cu's stage timings only) returns after
+// stage Stop: 1 the max and the bound, 2 the list, 3 the k-th key, 4 the kept
+// items and their masses, 5 top-p.
+template <int NT, int V, bool kC, int Stop = 0, class T>
 __device__ Drawn sample_row(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, const T* x) {
   const int n = int(a.cols);
   const bool lead = cx.rank == 0;
-  const RowMax rm = row_max_of<NT, V>(cx, x);
-  if (!rm.valid) return {-1, lead};
   const float t = a.temperature.at(r);
   const int64_t k = a.top_k.at(r);
-  if (!(t > 0.f) || k == 1) return {int32_t(rm.first), lead};
-  const float m = rm.m, it = 1.f / t, mp = a.min_p.at(r), p = a.top_p.at(r);
+  const bool draw = t > 0.f && k != 1;  // else the row's first max
   const bool top_k = k > 1 && k < n;
+  Bound b;
+  const RowMax rm = max_and_bound<NT, V>(cx, x, n, top_k ? k : 0, draw, &b);
+  if constexpr (Stop == 1) return {int32_t(b.low), lead};
+  if (!rm.valid) return {-1, lead};
+  if (!draw) return {int32_t(rm.first), lead};
+  const float m = rm.m, it = 1.f / t, mp = a.min_p.at(r), p = a.top_p.at(r);
   // The row's uniform (top 24 bits of its Philox word), drawn where it is used.
   auto uniform24 = [&] { return braze::philox::row_block(a.seed, a.offset, uint64_t(r)).v[0] >> 8; };
   // The mass an element keeps (keys below cut keep none), as on the CPU.
@@ -247,9 +263,29 @@ __device__ Drawn sample_row(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, con
     return e >= mp ? fixed(e) : 0;
   };
   auto top_p_target = [p](u64 total) { return u64(ceil(double(p) * double(total))); };
-  const u32 listed = list_top<NT, V>(cx, x, n, top_k ? k : 0, rm.tm);
+  auto draw_target = [](u32 u24) { return [u24](u64 total) { return scaled(total, u24) + 1; }; };
+  const u32 listed = list_above<NT, V>(cx, x, b);
+  if constexpr (Stop == 2) return {int32_t(listed), lead};
   u32 cut = top_k ? kth_key<NT, V>(cx, x, k, listed) : 0;
+  if constexpr (Stop == 3) return {int32_t(cut), lead};
   if (listed) {  // every element that can be kept is on the list (of every CTA)
+    SelectSmem<NT>& sm = cx.sm;
+    const u32 kept = compact_small(cx, listed, cut);
+    if (kept <= u32(kSmall) && kept <= u32(NT)) {  // the few keys >= cut: select_small
+      const u32 i = threadIdx.x;
+      if (i < kept) sm.small.w[i] = mass_above(sm.small.key[i], cut);
+      __syncthreads();
+      if constexpr (Stop == 4) return {int32_t(kept), lead};
+      if (p < 1.f) {
+        cut = max(cut, select_small<false, false>(cx, sm.small.key, sm.small.idx, sm.small.w, kept, top_p_target));
+        if (i < kept && sm.small.key[i] < cut) sm.small.w[i] = 0;
+        __syncthreads();
+      }
+      if constexpr (Stop == 5) return {int32_t(cut), lead};
+      const u32 tok =
+          ~select_small<false, true>(cx, sm.small.key, sm.small.idx, sm.small.w, kept, draw_target(uniform24()));
+      return {int32_t(tok), lead};
+    }
     if (p < 1.f) {
       const u32 ck = cut;
       cut = max(cut, select_list<NT, false>(cx, Sel{}, listed, false, [&](u32 key, u32) { return mass_above(key, ck); },
@@ -260,9 +296,8 @@ __device__ Drawn sample_row(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, con
     Sel s;
     s.level = 4 - bytes;
     s.mask = s.prefix = bytes == 4 ? 0u : ~0u << (8 * bytes);
-    const u32 u24 = uniform24();
     const u32 tok = ~select_list<NT, false>(cx, s, listed, true, [&](u32, u32 key) { return mass_above(key, cut); },
-                                            [u24](u64 total) { return scaled(total, u24) + 1; });
+                                            draw_target(uniform24()));
     return {int32_t(tok), lead};
   }
   if (p < 1.f) {
@@ -274,15 +309,16 @@ __device__ Drawn sample_row(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, con
   return {int32_t(tok), kC ? tok != ~0u : lead};
 }
 
-// kC: the row split over a cluster (sm_90).
-template <class T, int V, bool kC = false> __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
+// kC: the row split over a cluster (sm_90). Stop: see sample_row.
+template <class T, int V, bool kC = false, int Stop = 0>
+__global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   constexpr int NT = kThreads;
   __shared__ SelectSmem<NT> sm;
   Ctx<NT, kC> cx(sm, int(a.cols), V);
   const int64_t r = blockIdx.x / cx.ctas;
-  const Drawn d = sample_row<NT, V>(cx, a, r, row_in<T>(a, r));
+  const Drawn d = sample_row<NT, V, kC, Stop>(cx, a, r, row_in<T>(a, r));
   if (threadIdx.x == 0 && d.mine) a.out[r] = d.tok;
-  if constexpr (kC) cluster_sync();  // no CTA leaves while another may read its shared memory
+  cx.finish();  // no CTA leaves while another may read its shared memory
 }
 
 template <class T, int V> __global__ void __launch_bounds__(kThreads) penalty_kernel(PenaltyArgs a) {

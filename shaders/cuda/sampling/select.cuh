@@ -21,8 +21,11 @@ namespace braze::cuda::sampling {
 
 constexpr int kCap = 4096;     // candidates the shared list holds
 constexpr int kGroups = 2048;  // span groups of the inverse-CDF pass (aliases the list)
+constexpr int kSmall = 256;    // items of the small list (select_small's masses)
+constexpr int kSmallCount = 512;  // list length up to which the k-th key is found by select_small
+constexpr int kMaxCtas = 16;   // CTAs of a split row (8 portable; 16 where the device allows)
 
-template <int NT> struct SelectSmem {
+template <int NT> struct alignas(16) SelectSmem {
   union {
     struct {
       u32 key[kCap], idx[kCap];
@@ -35,8 +38,14 @@ template <int NT> struct SelectSmem {
   // buffer ph is zero whenever a level starts (the kernel clears buffer 0).
   u32 lo[2][256], hi[2][256], cnt[2][256];
   u32 count, bucket, bucket_cnt, group, tok;
+  u32 counts[kMaxCtas];  // split rows: every CTA's list length (gather)
   u64 above, target, base;
   u64 post_best, post_bound, post_mass;  // split rows: what each CTA posts for the others
+  struct alignas(16) {
+    u32 key[kSmall], idx[kSmall];
+    u64 w[kSmall];
+    u32 count;
+  } small;  // the kept candidates (key >= the top-k cut), for select_small
   u64 scan[NT / 32];
   typename BlockReduce<NT>::Smem red;
 };
@@ -65,9 +74,37 @@ template <int NT, bool kC = false> struct Ctx {
   template <class Op> __device__ u64 across(u64* slot, u64 v, Op op) {
     if (threadIdx.x == 0) *slot = v;
     cluster_sync();
+    return combine(slot, op);
+  }
+  // Two values through one barrier: *a over post_best, *b over post_bound.
+  template <class OpA, class OpB> __device__ void across2(u64* a, OpA opa, u64* b, OpB opb) {
+    if (threadIdx.x == 0) {
+      sm.post_best = *a;
+      sm.post_bound = *b;
+    }
+    cluster_sync();
+    *a = combine(&sm.post_best, opa);
+    *b = combine(&sm.post_bound, opb);
+  }
+  // op over every CTA's *slot in rank order (unrolled: the remote loads are
+  // independent, so they are issued together).
+  template <class Op> __device__ u64 combine(u64* slot, Op op) const {
     u64 r = *cluster_map(slot, 0);
-    for (unsigned i = 1; i < ctas; ++i) r = op(r, *cluster_map(slot, i));
+#pragma unroll
+    for (int i = 1; i < kMaxCtas; ++i)
+      if (i < int(ctas)) r = op(r, *cluster_map(slot, unsigned(i)));
     return r;
+  }
+  // gather() may leave this CTA's arrival at the last cluster barrier done
+  // and its wait pending (its list stays readable until every CTA has read
+  // it); the kernel ends with finish(), which keeps every CTA resident until
+  // no other can still read its shared memory.
+  bool pending = false;
+  __device__ void finish() {
+    if constexpr (kC) {
+      if (pending) cluster_wait();
+      else cluster_sync();
+    }
   }
 };
 
@@ -229,40 +266,49 @@ __device__ u32 compact_slice(SelectSmem<NT>& sm, const T* x, int c0, int n, Pred
 }
 
 // Split rows: every CTA's list (c items here) gathered into every CTA, its
-// own items first. Returns the cluster's total; the lists are whole only
-// when it is at most kCap. The second barrier keeps each list (and count)
-// until every CTA has read it.
-template <int NT, bool kC> __device__ u32 gather(Ctx<NT, kC>& cx, u32 c) {
+// own items first, then the others' in rank order (every remote load of a
+// thread issued before its stores). Returns the cluster's total; the lists
+// are whole only when it is at most kCap. Every CTA must keep its list (and
+// count) until all have read them: a second barrier, or with `defer` (and a
+// whole list) only its arrival here and the wait in Ctx::finish, so nothing
+// may write this CTA's list, count or another cluster barrier in between.
+template <int NT, bool kC> __device__ u32 gather(Ctx<NT, kC>& cx, u32 c, bool defer = false) {
   if constexpr (!kC) {
     return c;
   } else {
     SelectSmem<NT>& sm = cx.sm;
     cluster_sync();
-    u32 total = 0;
-    for (unsigned i = 0; i < cx.ctas; ++i) total += *cluster_map(&sm.count, i);
-    if (total <= kCap) {
-      u32 pos = c;
-      for (unsigned i = 0; i < cx.ctas; ++i) {
-        if (i == cx.rank) continue;
-        const u32 ci = *cluster_map(&sm.count, i);
-        const u32* key = cluster_map(sm.list.key, i);
-        const u32* idx = cluster_map(sm.list.idx, i);
-        for (u32 j = threadIdx.x; j < ci; j += NT) {
-          sm.list.key[pos + j] = key[j];
-          sm.list.idx[pos + j] = idx[j];
-        }
-        pos += ci;
+    if (threadIdx.x < kMaxCtas)  // the others' lengths (this CTA's counts as 0: its items stay first)
+      sm.counts[threadIdx.x] =
+          threadIdx.x < cx.ctas && threadIdx.x != cx.rank ? *cluster_map(&sm.count, threadIdx.x) : 0u;
+    __syncthreads();
+    u32 total = c;
+    for (unsigned i = 0; i < cx.ctas; ++i) total += sm.counts[i];
+    const bool whole = total <= kCap;
+    if (whole) {
+      for (u32 g = threadIdx.x; g < total - c; g += NT) {
+        u32 rem = g, src = 0;
+        while (rem >= sm.counts[src]) rem -= sm.counts[src++];
+        const u32 key = *cluster_map(&sm.list.key[rem], src), idx = *cluster_map(&sm.list.idx[rem], src);
+        sm.list.key[c + g] = key;
+        sm.list.idx[c + g] = idx;
       }
     }
-    cluster_sync();
+    if (defer && whole) {
+      cluster_arrive();
+      cx.pending = true;
+      __syncthreads();
+    } else {
+      cluster_sync();
+    }
     return total;
   }
 }
 
 // compact_slice over this CTA's slice, then gathered (split rows).
 template <int NT, int V, int U, bool kC, class T, class Pred>
-__device__ u32 compact(Ctx<NT, kC>& cx, const T* x, Pred&& pred) {
-  return gather(cx, compact_slice<NT, V, U>(cx.sm, x, cx.c0, cx.n, pred));
+__device__ u32 compact(Ctx<NT, kC>& cx, const T* x, Pred&& pred, bool defer = false) {
+  return gather(cx, compact_slice<NT, V, U>(cx.sm, x, cx.c0, cx.n, pred), defer);
 }
 
 // A select over the shared list's first c items.
@@ -271,6 +317,87 @@ __device__ u32 select_list(Ctx<NT, kC>& cx, Sel s, u32 c, bool by_index, W&& w, 
   const ListSrc<NT> src{cx.sm, c, by_index};
   while (s.level < 4) radix_level<NT, kCount>(cx, s, src, w, target_of);
   return s.prefix;
+}
+
+// Short lists without radix levels: thread i < c takes item i and sums the
+// weights of the items whose order key is at or above its own (a loop over
+// shared memory, four items a load); the answer is a block max. The order key
+// is key[j], or ~idx[j] (kByIndex); kCount: every item weighs 1 (w unused).
+// The answer is select_list's over the same items where the target is at most
+// the total (every caller's: k of at least k items, ceil(p * total) with p < 1,
+// the draw's scaled(total, u) + 1 < total + 1), checked against a model of
+// radix_level over random lists with ties and zero weights: the largest order
+// key whose items at or above it weigh at least target_of(total), or all ones
+// when nothing weighs anything. c <= NT; key / idx / w 16-byte aligned.
+template <bool kCount, bool kByIndex, int NT, bool kC, class Tgt>
+__device__ u32 select_small(Ctx<NT, kC>& cx, const u32* key, const u32* idx, const u64* w, u32 c, Tgt&& target_of) {
+  const u32* src = kByIndex ? idx : key;
+  const u32 i = threadIdx.x;
+  u64 val = 0;
+  if (i < c) {
+    const u32 own = src[i];
+    auto ge = [own](u32 a) { return kByIndex ? a <= own : a >= own; };  // order key of a >= own's
+    u64 tot = 0, s = 0;
+    u32 n = 0;
+    u32 j = 0;
+    for (; j + 4 <= c; j += 4) {
+      const uint4 q = *reinterpret_cast<const uint4*>(src + j);
+      if constexpr (kCount) {
+        n += u32(ge(q.x)) + u32(ge(q.y)) + u32(ge(q.z)) + u32(ge(q.w));
+      } else {
+        const ulonglong2 a = *reinterpret_cast<const ulonglong2*>(w + j);
+        const ulonglong2 b = *reinterpret_cast<const ulonglong2*>(w + j + 2);
+        tot += (a.x + a.y) + (b.x + b.y);
+        s += (ge(q.x) ? a.x : 0ull) + (ge(q.y) ? a.y : 0ull) + (ge(q.z) ? b.x : 0ull) + (ge(q.w) ? b.y : 0ull);
+      }
+    }
+    for (; j < c; ++j) {
+      if constexpr (kCount) {
+        n += u32(ge(src[j]));
+      } else {
+        tot += w[j];
+        s += ge(src[j]) ? w[j] : 0ull;
+      }
+    }
+    if constexpr (kCount) {
+      tot = c;
+      s = n;
+    }
+    const u64 wi = kCount ? 1ull : w[i], target = target_of(tot);
+    const u32 ord = kByIndex ? ~own : own;
+    if (wi && s >= target) val = (u64(1) << 32) | ord;
+  }
+  const u64 r = cx.br.max(val);
+  return r ? u32(r) : ~0u;
+}
+
+// The shared list's items (of c) with key >= cut, copied to sm.small in no
+// particular order; returns how many there are (the first kSmall are stored).
+// Writes nothing of the list itself (gather may have left it shared).
+template <int NT, bool kC> __device__ u32 compact_small(Ctx<NT, kC>& cx, u32 c, u32 cut) {
+  SelectSmem<NT>& sm = cx.sm;
+  if (threadIdx.x == 0) sm.small.count = 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (u32 b = 0; b < c; b += NT) {
+    const u32 i = b + threadIdx.x;
+    const bool take = i < c && sm.list.key[i] >= cut;
+    const unsigned m = __ballot_sync(kFull, take);
+    if (!m) continue;
+    const int leader = __ffs(m) - 1;
+    u32 base = 0;
+    if (lane == leader) base = atomicAdd(&sm.small.count, u32(__popc(m)));
+    base = __shfl_sync(kFull, base, leader);
+    if (take) {
+      const u32 pos = base + u32(__popc(m & ((1u << lane) - 1u)));
+      if (pos < kSmall) {
+        sm.small.key[pos] = sm.list.key[i];
+        sm.small.idx[pos] = sm.list.idx[i];
+      }
+    }
+  }
+  __syncthreads();
+  return sm.small.count;
 }
 
 // A select over the global row: a pass per level until the bucket fits the list.
