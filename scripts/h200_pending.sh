@@ -4,8 +4,13 @@
 # while the microbenches run (each checks its kernels against a reference), then the CUDA tests of
 # the touched families, then bench rows as the deadline allows. Output: a few text files under
 # $OUT (the device returns about 8). Usage: BUDGET=seconds OUT=dir bash scripts/h200_pending.sh
-# (carry .whl). MICRO: the microbenches (names below), TESTS: the test files, K: a pytest -k filter, OPS: family:op bench
+# (carry .whl; WHEEL=path: a braze wheel built elsewhere, carried, instead of the build). MICRO: the microbenches (names below), TESTS: the test files, K: a pytest -k filter, FULL: families benched with --full (attention), OPS: family:op bench
 # rows. PHASE=bench skips to the bench rows on a warm machine whose /tmp/site holds the wheel.
+# A wheel for the device's Python 3.12 builds here too (device time saved: the build takes ~180 s there):
+#   python3.12 -m venv /tmp/v312 && /tmp/v312/bin/pip install scikit-build-core nanobind cmake ninja numpy
+#   CMAKE_ARGS=-DBRAZE_CUDA_ARCHS=90 /tmp/v312/bin/python -m pip wheel --no-build-isolation --no-deps \
+#     -C build-dir=/tmp/sk312 -w .bwhl .     (first build ~25 min on 2 cores, then ~1 min a changed .cu)
+# (python3.12: ~/.pyenv/versions/3.12.1/bin/python3.12 on this machine), then WHEEL=$PWD/.bwhl/braze-*.whl, carry .bwhl.
 set -u
 O=${OUT:-/tmp/out}; mkdir -p $O
 repo=$PWD
@@ -16,7 +21,11 @@ M=$O/micro.txt
 if [ "${PHASE:-all}" != bench ]; then
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee $O/log.txt
+if [ -n "${WHEEL:-}" ]; then  # a braze wheel built elsewhere for this device (carried): no build here
+  (mkdir -p /tmp/whl && cp $WHEEL /tmp/whl/ && echo "build rc 0: carried $WHEEL" > $O/build.log) &
+else
 (CMAKE_ARGS="-DBRAZE_CUDA_ARCHS=90" CMAKE_BUILD_PARALLEL_LEVEL=12 timeout 420 python3 -m pip wheel --no-build-isolation --no-deps -w /tmp/whl . > $O/build.log 2>&1; echo "build rc $? at $(( $(date +%s) - T0 )) s" >> $O/build.log) &
+fi
 B=$!
 NV="nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I csrc -I shaders -I scripts"
 NVA="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I csrc -I shaders -I scripts"
@@ -48,7 +57,7 @@ fi
 OPS=${OPS:-attention:prefill quant:matmul_q4_0 quant:matmul_q4_K quant:matmul_w8a8_fp8_e4m3 quant:matmul_w8a8_int8}
 for fo in $OPS; do
   fam=${fo%%:*}; op=${fo#*:}; l=$(left 90); [ $l -le 15 ] && break
-  full=(); [ $fam = attention ] && full=(--full)
+  full=(); case " ${FULL:-attention} " in *" $fam "*) full=(--full);; esac
   timeout $l python3 -m braze bench --backend cuda --no-progress --json $O/bench_${op}.json --family $fam --op $op \
     --peers torch "${full[@]}" >> $O/bench.txt 2>&1 || echo "bench $fo rc $?" | tee -a $O/log.txt
 done
