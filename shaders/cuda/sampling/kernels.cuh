@@ -144,6 +144,8 @@ template <int NT, int V, bool kC, class T>
 __device__ u32 kth_key(Ctx<NT, kC>& cx, const T* x, int64_t k, u32 listed) {
   auto one = [](u32, u32) { return u64(1); };
   auto target = [k](u64) { return u64(k); };
+  u32 v;
+  if (listed > u32(kWarpItems) && kth_pivot(cx, listed, u32(k), &v)) return v;
   if (listed && listed <= kSmallCount && listed <= NT)
     return select_small<true, false>(cx, cx.sm.list.key, cx.sm.list.idx, nullptr, listed, target);
   if (listed) return select_list<NT, true>(cx, Sel{}, listed, false, one, target);
@@ -271,7 +273,24 @@ __device__ Drawn sample_row(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, con
   if (listed) {  // every element that can be kept is on the list (of every CTA)
     SelectSmem<NT>& sm = cx.sm;
     const u32 kept = compact_small(cx, listed, cut);
-    if (kept <= u32(kSmall) && kept <= u32(NT)) {  // the few keys >= cut: select_small
+    if (kept <= u32(kWarpItems)) {  // the few keys >= cut: warp 0 alone (thread 0 writes the token)
+      if (threadIdx.x >= 32) return {0, false};
+      const u32 l = threadIdx.x;
+      if (l < kept) sm.small.w[l] = mass_above(sm.small.key[l], cut);
+      if (l + 32 < kept) sm.small.w[l + 32] = mass_above(sm.small.key[l + 32], cut);
+      __syncwarp();
+      if constexpr (Stop == 4) return {int32_t(kept), lead};
+      if (p < 1.f) {
+        cut = max(cut, warp_select<false, false>(sm.small.key, sm.small.idx, sm.small.w, kept, top_p_target));
+        if (l < kept && sm.small.key[l] < cut) sm.small.w[l] = 0;
+        if (l + 32 < kept && sm.small.key[l + 32] < cut) sm.small.w[l + 32] = 0;
+        __syncwarp();
+      }
+      if constexpr (Stop == 5) return {int32_t(cut), lead};
+      const u32 tok = ~warp_select<false, true>(sm.small.key, sm.small.idx, sm.small.w, kept, draw_target(uniform24()));
+      return {int32_t(tok), lead};
+    }
+    if (kept <= u32(kSmall) && kept <= u32(NT)) {  // select_small
       const u32 i = threadIdx.x;
       if (i < kept) sm.small.w[i] = mass_above(sm.small.key[i], cut);
       __syncthreads();

@@ -22,6 +22,7 @@ namespace braze::cuda::sampling {
 constexpr int kCap = 4096;     // candidates the shared list holds
 constexpr int kGroups = 2048;  // span groups of the inverse-CDF pass (aliases the list)
 constexpr int kSmall = 256;    // items of the small list (select_small's masses)
+constexpr int kWarpItems = 64;  // items one warp's selects take (two a lane)
 constexpr int kSmallCount = 512;  // list length up to which the k-th key is found by select_small
 constexpr int kMaxCtas = 16;   // CTAs of a split row (8 portable; 16 where the device allows)
 
@@ -39,6 +40,7 @@ template <int NT> struct alignas(16) SelectSmem {
   u32 lo[2][256], hi[2][256], cnt[2][256];
   u32 count, bucket, bucket_cnt, group, tok;
   u32 counts[kMaxCtas];  // split rows: every CTA's list length (gather)
+  u32 piv_key[32], piv_cnt[32], cut, cut_ok;  // kth_pivot
   u64 above, target, base;
   u64 post_best, post_bound, post_mass;  // split rows: what each CTA posts for the others
   struct alignas(16) {
@@ -398,6 +400,104 @@ template <int NT, bool kC> __device__ u32 compact_small(Ctx<NT, kC>& cx, u32 c, 
   }
   __syncthreads();
   return sm.small.count;
+}
+
+// ---- One warp's selects. A block-wide phase costs every one of 32 warps its
+// bookkeeping (8 issue cycles an instruction at 1024 threads) however few its
+// items; lists of at most kWarpItems go to warp 0 alone, no block barrier.
+
+// select_small's answer (same order keys, weights and target rules) over
+// items [0, c) of key / idx / w, c <= kWarpItems, by the calling warp (every
+// lane gets it): lane l takes items l and l + 32 and sums over all items.
+template <bool kCount, bool kByIndex, class Tgt>
+__device__ u32 warp_select(const u32* key, const u32* idx, const u64* w, u32 c, Tgt&& target_of) {
+  const u32 lane = threadIdx.x & 31;
+  const u32* src = kByIndex ? idx : key;
+  const u32 own0 = lane < c ? src[lane] : 0u, own1 = lane + 32 < c ? src[lane + 32] : 0u;
+  auto ge = [](u32 a, u32 own) { return kByIndex ? a <= own : a >= own; };  // order key of a >= own's
+  u64 s0 = 0, s1 = 0, tot = 0;
+#pragma unroll 4
+  for (u32 j = 0; j < c; ++j) {
+    const u32 a = src[j];
+    const u64 wj = kCount ? 1ull : w[j];
+    tot += wj;
+    s0 += ge(a, own0) ? wj : 0ull;
+    s1 += ge(a, own1) ? wj : 0ull;
+  }
+  const u64 target = target_of(tot);
+  const bool q0 = lane < c && (kCount || w[lane]) && s0 >= target;
+  const bool q1 = lane + 32 < c && (kCount || w[lane + 32]) && s1 >= target;
+  const u32 o0 = q0 ? (kByIndex ? ~own0 : own0) : 0u, o1 = q1 ? (kByIndex ? ~own1 : own1) : 0u;
+  const u32 best = __reduce_max_sync(kFull, max(o0, o1));
+  return __ballot_sync(kFull, q0 || q1) ? best : ~0u;
+}
+
+// The list's items j < c with lo <= key < hi, copied to sm.small (key, idx) by
+// the calling warp, in no particular order; returns how many (every lane; the
+// first kSmall stored).
+template <int NT> __device__ u32 warp_compact(SelectSmem<NT>& sm, u32 c, u32 lo, u64 hi) {
+  const u32 lane = threadIdx.x & 31;
+  u32 base = 0;
+  for (u32 b = 0; b < c; b += 32) {
+    const u32 j = b + lane;
+    const u32 kj = j < c ? sm.list.key[j] : 0u;
+    const bool take = j < c && kj >= lo && kj < hi;
+    const unsigned m = __ballot_sync(kFull, take);
+    const u32 pos = base + u32(__popc(m & ((1u << lane) - 1u)));
+    if (take && pos < u32(kSmall)) {
+      sm.small.key[pos] = kj;
+      sm.small.idx[pos] = sm.list.idx[j];
+    }
+    base += u32(__popc(m));
+  }
+  __syncwarp();
+  return base;
+}
+
+// The k-th largest key of the shared list (c > kWarpItems items, 1 <= k <= c)
+// without radix levels: warp w counts the keys at or above pivot key[w * c /
+// 32]; warp 0 takes the highest pivot counted at least k times (lo) and the
+// lowest counted fewer (hi, with `above` keys at or above it), copies the
+// keys in [lo, hi) (the answer is among them) and selects the (k - above)-th
+// largest of those. False where they are more than kWarpItems (ties): the
+// caller falls back. Every thread gets the answer (one barrier after warp 0).
+template <int NT, bool kC> __device__ bool kth_pivot(Ctx<NT, kC>& cx, u32 c, u32 k, u32* out) {
+  static_assert(NT == 1024, "kth_pivot: a pivot a warp, 32 warps");
+  SelectSmem<NT>& sm = cx.sm;
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const u32 pv = sm.list.key[warp * c / 32];
+  u32 n = 0;
+  for (u32 j = lane; j < c; j += 32) n += u32(sm.list.key[j] >= pv);
+  n = __reduce_add_sync(kFull, n);
+  if (lane == 0) {
+    sm.piv_key[warp] = pv;
+    sm.piv_cnt[warp] = n;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const u32 v = sm.piv_key[lane], m = sm.piv_cnt[lane];
+    const u32 lo = __reduce_max_sync(kFull, m >= k ? v : 0u);
+    const unsigned fewer = __ballot_sync(kFull, m < k);
+    u64 hi = u64(1) << 32;
+    u32 above = 0;
+    if (fewer) {
+      const u32 h = __reduce_min_sync(kFull, m < k ? v : ~0u);
+      hi = h;
+      above = __shfl_sync(kFull, m, __ffs(__ballot_sync(kFull, m < k && v == h)) - 1);
+    }
+    const u32 nb = warp_compact(sm, c, lo, hi);
+    const bool ok = nb <= u32(kWarpItems);
+    u32 r = 0;
+    if (ok) r = warp_select<true, false>(sm.small.key, sm.small.idx, nullptr, nb, [k, above](u64) { return u64(k - above); });
+    if (lane == 0) {
+      sm.cut = r;
+      sm.cut_ok = ok;
+    }
+  }
+  __syncthreads();
+  if (!sm.cut_ok) return false;
+  *out = sm.cut;
+  return true;
 }
 
 // A select over the global row: a pass per level until the bucket fits the list.
