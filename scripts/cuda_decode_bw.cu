@@ -79,14 +79,14 @@ int64_t lib_allowed(int64_t batch, int64_t q_heads, int64_t dim, int64_t capacit
   const int64_t want = ceil_div(2 * int64_t(sms), base);
   return std::max<int64_t>(1, std::min({want, ceil_div(capacity, kMinKeysPerSplit), kMaxSplits}));
 }
-// decode_kernel_splits
-int64_t lib_splits(int64_t units, int64_t slots, int64_t capacity, int64_t allowed) {
-  if (units >= slots) return 1;
-  return std::max<int64_t>(1, std::min({slots / units, ceil_div(capacity, kDecodeMinKeysPerSplit), allowed}));
+// decode_kernel_splits (one CTA an SM)
+int64_t lib_splits(int64_t units, int64_t sms, int64_t capacity, int64_t allowed) {
+  if (units >= sms) return 1;
+  return std::max<int64_t>(1, std::min({sms / units, ceil_div(capacity, kDecodeMinKeysPerSplit), allowed}));
 }
 
 // ---------------------------------------------------------------- variants
-constexpr int kNoMath = 1, kFused = 2, kTrigger = 4;
+constexpr int kNoMath = 1, kFused = 2, kTrigger = 4, kTime = 8;
 
 // Rows h0 .. h0 + nrows - 1 of sequence b merged from the workspace's p.splits states
 // (128 threads, D 128; sm: kDecRows * (splits + 1) + kDecRows * D floats). The weights
@@ -177,11 +177,24 @@ __global__ void __launch_bounds__(kDecThreads) merge2(const AttendParams p) {
 
 // decode_kernel of shaders/cuda/attention/decode.cuh, copied (F = 0 must match it bit for bit),
 // with the bench's switches: kNoMath (loads and waits only), kFused (the last CTA of a unit
-// merges; counters: one int a unit, zero between launches), kTrigger (PDL: dependents may launch).
+// merges; counters: one int a unit, zero between launches), kTrigger (PDL: dependents may launch),
+// kTime (times: globaltimer at the CTA's start and end and its SM, 3 words a CTA).
 template <class T, int D, int F>
-__global__ void __launch_bounds__(kDecThreads) decode_var(const AttendParams p, int* counters) {
+__global__ void __launch_bounds__(kDecThreads) decode_var(const AttendParams p, int* counters,
+                                                          unsigned long long* times) {
   static_assert(D % 16 == 0 && D <= 128, "the f32 accumulators of P V (16 x D a warp) must fit in registers");
   constexpr int S = kDecStride<D>, NS = kDecStages<D>, TILE = kDecTile<D>, KT = D / 16, NT = D / 8;
+  const unsigned cta = blockIdx.y * gridDim.x + blockIdx.x;
+  if constexpr ((F & kTime) != 0) {
+    if (threadIdx.x == 0) {
+      unsigned long long t;
+      unsigned sm;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      times[3 * cta] = t;
+      times[3 * cta + 2] = sm;
+    }
+  }
   static_assert(NS >= 2 && NS <= 4, "the mask ring holds NS - 1 tiles of 16 bits in 64");
   extern __shared__ __align__(16) unsigned char decode_smem[];
   if constexpr ((F & kTrigger) != 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -376,6 +389,14 @@ __global__ void __launch_bounds__(kDecThreads) decode_var(const AttendParams p, 
     static_cast<T*>(p.out)[int64_t(b) * p.o_st + int64_t(h) * p.o_sh + d] = from_f32<T>(L > 0.f ? A / L : 0.f);
     if (p.lse && d == 0) p.lse[int64_t(b) * p.l_st + int64_t(h) * p.l_sh] = L > 0.f ? M + logf(L) : -INFINITY;
   }
+  if constexpr ((F & kTime) != 0) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      times[3 * cta + 1] = t;
+    }
+  }
   if constexpr ((F & kFused) != 0) {
     if (p.splits > 1) {
       __threadfence();  // this CTA's states, before its arrival is counted
@@ -424,9 +445,9 @@ void run(int B, int L) {
   int per_sm = 0;
   CK(cudaFuncSetAttribute(decode_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<T, D>, kDecThreads, smem));
-  const int64_t units = int64_t(B) * Hkv * head_chunks, slots = int64_t(g_sms) * per_sm;
+  const int64_t units = int64_t(B) * Hkv * head_chunks;
   const int64_t allowed = lib_allowed(B, Hq, D, cap, g_sms);
-  const int S = int(lib_splits(units, slots, cap, allowed));
+  const int S = int(lib_splits(units, g_sms, cap, allowed));
   const int maxS = std::max(4 * S, 8);
   printf("\n== B%d L%d: %lld units, %d CTAs/SM (%zu B smem), library splits S=%d (workspace cap %lld), "
          "%d buffer sets of %.1f MB, %.1f MB moved a call\n",
@@ -451,6 +472,9 @@ void run(int B, int L) {
   int32_t *bt, *kv_lens;
   CK(cudaMalloc(&bt, table.size() * 4)); CK(cudaMalloc(&kv_lens, B * 4));
   CK(cudaMemcpy(bt, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  unsigned long long* times;
+  const int64_t max_ctas = units * std::max<int64_t>(maxS, 16);
+  CK(cudaMalloc(&times, max_ctas * 3 * 8));
   CK(cudaMemcpy(kv_lens, lens.data(), B * 4, cudaMemcpyHostToDevice));
   float* ws;
   int* counters;
@@ -483,19 +507,43 @@ void run(int B, int L) {
   auto lib_split = [&](int s, int n) {
     decode_kernel<T, D><<<dim3(unsigned(units), unsigned(n)), kDecThreads, smem, g_s>>>(prm(s, n));
   };
-  auto lib_merge = [&](int s, int n) { merge_splits_kernel<T, D><<<merge_grid, kThreads, 0, g_s>>>(prm(s, n)); };
+  auto lib_merge = [&](int s, int n) { CK((launch_merge<T, D>(prm(s, n), g_s, true))); };
   auto lib_full = [&](int s, int n) {
     lib_split(s, n);
     if (n > 1) lib_merge(s, n);
   };
   auto var_split = [&](auto f_tag, int s, int n) {
     constexpr int F = decltype(f_tag)::value;
+    constexpr size_t vsm = decode_smem_bytes<D>();
     static bool once = false;  // per instantiation
     if (!once) {
-      CK(cudaFuncSetAttribute(decode_var<T, D, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      CK(cudaFuncSetAttribute(decode_var<T, D, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(vsm)));
       once = true;
     }
-    decode_var<T, D, F><<<dim3(unsigned(units), unsigned(n)), kDecThreads, smem, g_s>>>(prm(s, n), counters);
+    decode_var<T, D, F><<<dim3(unsigned(units), unsigned(n)), kDecThreads, vsm, g_s>>>(prm(s, n), counters, times);
+  };
+  // One launch of a kTime variant: when its CTAs start and end (us after the first start) and where.
+  auto timeline = [&](const char* what, int n, auto&& launch) {
+    const int64_t ctas = units * n;
+    launch(1 % sets);
+    CK(cudaStreamSynchronize(g_s));
+    std::vector<unsigned long long> t(ctas * 3);
+    CK(cudaMemcpy(t.data(), times, t.size() * 8, cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull;
+    for (int64_t c = 0; c < ctas; ++c) t0 = std::min(t0, t[3 * c]);
+    std::vector<double> st(ctas), en(ctas), dur(ctas);
+    std::vector<int> per(1024, 0);
+    for (int64_t c = 0; c < ctas; ++c) {
+      st[c] = (t[3 * c] - t0) / 1e3; en[c] = (t[3 * c + 1] - t0) / 1e3; dur[c] = en[c] - st[c];
+      per[t[3 * c + 2] & 1023]++;
+    }
+    std::sort(st.begin(), st.end()); std::sort(en.begin(), en.end()); std::sort(dur.begin(), dur.end());
+    int sms = 0, most = 0;
+    for (int v : per) { sms += v > 0; most = std::max(most, v); }
+    auto pc = [&](std::vector<double>& v, double f) { return v[std::min<int64_t>(ctas - 1, int64_t(f * ctas))]; };
+    printf("   %-32s S=%-3d %lld CTAs on %d SMs (at most %d on one); start last %.2f us; end p10 %.2f p50 %.2f "
+           "p90 %.2f last %.2f us; CTA time p10 %.2f p50 %.2f max %.2f us\n", what, n, (long long)ctas, sms, most,
+           st.back(), pc(en, 0.1), pc(en, 0.5), pc(en, 0.9), en.back(), pc(dur, 0.1), pc(dur, 0.5), dur.back());
   };
   CK(cudaFuncSetAttribute(merge2<T, D, false, 1>, cudaFuncAttributePreferredSharedMemoryCarveout,
                           int(cudaSharedmemCarveoutMaxShared)));
@@ -619,6 +667,13 @@ void run(int B, int L) {
       report(what, n, time_it(sets, f), check(f, false));
     }
   }
+  // where the time goes: when each CTA starts and ends (one launch)
+  {
+    using FT = integral_constant<int, kTime>;
+    using FTN = integral_constant<int, kTime | kNoMath>;
+    timeline("no-math split (timed)", S, [&](int s) { var_split(FTN{}, s, S); });
+    timeline("split (timed)", S, [&](int s) { var_split(FT{}, s, S); });
+  }
   // (e) ceilings
   const float rr = time_it(sets, [&](int s) {
     read16<<<g_sms * 8, 256, 0, g_s>>>(reinterpret_cast<const uint4*>(kc[s]), cache_bytes / 16,
@@ -631,11 +686,12 @@ void run(int B, int L) {
   for (int s = 0; s < sets; ++s) {
     CK(cudaFree(kc[s])); CK(cudaFree(vc[s])); CK(cudaFree(q[s])); CK(cudaFree(out[s]));
   }
-  CK(cudaFree(bt)); CK(cudaFree(kv_lens)); CK(cudaFree(ws)); CK(cudaFree(counters)); CK(cudaFree(dst));
+  CK(cudaFree(bt)); CK(cudaFree(times)); CK(cudaFree(kv_lens)); CK(cudaFree(ws)); CK(cudaFree(counters)); CK(cudaFree(dst));
   CK(cudaFree(sink));
 }
 
 int main() {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // a time limit that stops the run keeps the rows printed so far
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;

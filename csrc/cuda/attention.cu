@@ -128,10 +128,7 @@ template <class T, int D> void attend_dim(const AttendParams& p, dim3 grid, cuda
   if (rows_per_cta(D, p.group) == 4) attend_rows<T, D, 4>(p, grid, s);
   else attend_rows<T, D, kMaxRows<D>>(p, grid, s);
   check_launch("attention");
-  if (p.splits > 1) {
-    merge_splits_kernel<T, D><<<unsigned(p.batch) * unsigned(p.q_heads), kThreads, 0, s>>>(p);
-    check_launch("attention split merge");
-  }
+  if (p.splits > 1) check(launch_merge<T, D>(p, s, false), "attention split merge");
 }
 
 template <class T> void attend_typed(const AttendParams& p, int64_t dim, dim3 grid, cudaStream_t s) {
@@ -254,15 +251,17 @@ int decode_ctas_per_sm(const void* kernel, size_t smem, int device) {
   return n;
 }
 
-// The decode kernel's splits: CTAs (units a split) for about one wave of its
-// resident CTAs when the units alone leave SMs idle, each split at least
-// kDecodeMinKeysPerSplit keys of the table's capacity, at most `allowed` (what
-// the workspace holds). Its warps keep 2-3 tiles of 16 keys in flight each, so
-// one wave already has more bytes in flight than HBM needs: more splits would
-// only add merge work.
-int64_t decode_kernel_splits(int64_t units, int64_t slots, int64_t capacity, int64_t allowed) {
-  if (units >= slots) return 1;
-  return std::max<int64_t>(1, std::min({slots / units, ceil_div(capacity, kDecodeMinKeysPerSplit), allowed}));
+// The decode kernel's splits: one CTA an SM (units x splits <= SMs) when the
+// units alone leave SMs idle, each split at least kDecodeMinKeysPerSplit keys
+// of the table's capacity, at most `allowed` (what the workspace holds). Its
+// warps keep 2-3 tiles of 16 keys in flight each, so one CTA an SM already has
+// more bytes in flight than HBM needs; a second CTA an SM (two fit) made the
+// split kernel no faster and doubled the merge's states (H100, B1 L32768:
+// 16 splits 52.0 us, 33 splits 52.6; B4 L4096: 4 splits 29.5, 8 splits 29.4;
+// docs/performance.md).
+int64_t decode_kernel_splits(int64_t units, int64_t sms, int64_t capacity, int64_t allowed) {
+  if (units >= sms) return 1;
+  return std::max<int64_t>(1, std::min({sms / units, ceil_div(capacity, kDecodeMinKeysPerSplit), allowed}));
 }
 
 template <class T, int D>
@@ -274,14 +273,11 @@ bool decode_launch(AttendParams p, int64_t kv_heads, int64_t allowed, int device
   p.head_chunks = int(ceil_div(p.group, kDecRows));
   const int64_t units = int64_t(p.batch) * kv_heads * p.head_chunks;
   if (units > INT_MAX) return false;
-  p.splits = int(decode_kernel_splits(units, int64_t(sm_count(device)) * per_sm, p.max_blocks * p.block_size,
-                                      allowed));
+  p.splits = int(decode_kernel_splits(units, sm_count(device), p.max_blocks * p.block_size, allowed));
   kernel<<<dim3(unsigned(units), unsigned(p.splits)), kDecThreads, smem, s>>>(p);
   check_launch("attention decode");
-  if (p.splits > 1) {
-    merge_splits_kernel<T, D><<<unsigned(p.batch) * unsigned(p.q_heads), kThreads, 0, s>>>(p);
-    check_launch("attention split merge");
-  }
+  // The merge launches while the split kernel runs and waits for it on the device (sm_90 code).
+  if (p.splits > 1) check(launch_merge<T, D>(p, s, clusters_usable(device)), "attention split merge");
   return true;
 }
 

@@ -8,6 +8,8 @@
 // unmasked key range, computed on the device from kv_lens / cu_seqlens, and
 // writes its partial state to the workspace (merged by merge_splits_kernel).
 #pragma once
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "cuda/attention/params.cuh"
@@ -254,22 +256,104 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const AttendParams p) 
   }
 }
 
-// Split-K merge: one CTA per (sequence, q head) combines the splits' states.
-template <class T, int D> __global__ void __launch_bounds__(kThreads) merge_splits_kernel(const AttendParams p) {
+// Split-K merge: one CTA per (sequence, q head) combines the splits' states
+// ([D acc, max, sum] each, D + 2 floats). It is latency-bound (a few KB from
+// L2), so every thread issues all its loads at once: thread (c, g) takes
+// column pair c of splits g, g + G, ... (kMergePer at a time), merges them in
+// registers, and the G groups meet in shared memory. Launched with
+// programmatic stream serialization where the device and the loaded code
+// allow (launch_merge): it waits on the split kernel's completion here, so
+// its launch overlaps the split kernel's tail.
+constexpr int kMergeThreads = 512;
+constexpr int kMergePer = 8;  // splits a thread loads together
+
+template <class T, int D> __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(const AttendParams p) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  constexpr int C = D / 2, G = kMergeThreads / C;
+  __shared__ float gm[G], gl[G];
+  __shared__ float2 ga[G][C];
   const int row = blockIdx.x, b = row / p.q_heads, h = row - b * p.q_heads;
+  const int c = threadIdx.x % C, g = threadIdx.x / C;
   const float* st = p.ws + int64_t(row) * p.splits * (D + 2);
+  if (g < G) {
+    float m = -INFINITY, l = 0.f;
+    float2 a = make_float2(0.f, 0.f);
+    for (int i0 = g; i0 < p.splits; i0 += G * kMergePer) {
+      float mi[kMergePer], li[kMergePer];
+      float2 ai[kMergePer];
+#pragma unroll
+      for (int j = 0; j < kMergePer; ++j) {
+        const int i = i0 + j * G;
+        mi[j] = -INFINITY;
+        li[j] = 0.f;
+        ai[j] = make_float2(0.f, 0.f);
+        if (i < p.splits) {
+          const float* si = st + int64_t(i) * (D + 2);
+          mi[j] = __ldcg(si + D);
+          li[j] = __ldcg(si + D + 1);
+          ai[j] = __ldcg(reinterpret_cast<const float2*>(si + 2 * c));  // D + 2 even, ws 16-byte aligned
+        }
+      }
+      float mn = m;
+#pragma unroll
+      for (int j = 0; j < kMergePer; ++j) mn = fmaxf(mn, mi[j]);
+      const float f = rescale(m, mn);
+      l *= f;
+      a.x *= f;
+      a.y *= f;
+#pragma unroll
+      for (int j = 0; j < kMergePer; ++j) {
+        const float w = rescale(mi[j], mn);
+        l += li[j] * w;
+        a.x += ai[j].x * w;
+        a.y += ai[j].y * w;
+      }
+      m = mn;
+    }
+    ga[g][c] = a;
+    if (c == 0) {
+      gm[g] = m;
+      gl[g] = l;
+    }
+  }
+  __syncthreads();
+  if (g != 0) return;
   float M = -INFINITY;
-  for (int i = 0; i < p.splits; ++i) M = fmaxf(M, st[i * (D + 2) + D]);
+#pragma unroll
+  for (int k = 0; k < G; ++k) M = fmaxf(M, gm[k]);
   const float sk = p.sinks_type ? sink_logit(p, h) : -INFINITY;
   M = fmaxf(M, sk);
   float L = p.sinks_type ? expf(sk - M) : 0.f;
-  for (int i = 0; i < p.splits; ++i) L += st[i * (D + 2) + D + 1] * rescale(st[i * (D + 2) + D], M);
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    float A = 0.f;
-    for (int i = 0; i < p.splits; ++i) A += st[i * (D + 2) + d] * rescale(st[i * (D + 2) + D], M);
-    static_cast<T*>(p.out)[b * p.o_st + h * p.o_sh + d] = from_f32<T>(L > 0.f ? A / L : 0.f);
-    if (p.lse && d == 0) p.lse[b * p.l_st + h * p.l_sh] = L > 0.f ? M + logf(L) : -INFINITY;
+  float2 A = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int k = 0; k < G; ++k) {
+    const float w = rescale(gm[k], M);
+    L += gl[k] * w;
+    A.x += ga[k][c].x * w;
+    A.y += ga[k][c].y * w;
   }
+  T* o = static_cast<T*>(p.out) + int64_t(b) * p.o_st + int64_t(h) * p.o_sh + 2 * c;
+  o[0] = from_f32<T>(L > 0.f ? A.x / L : 0.f);
+  o[1] = from_f32<T>(L > 0.f ? A.y / L : 0.f);
+  if (p.lse && c == 0) p.lse[int64_t(b) * p.l_st + int64_t(h) * p.l_sh] = L > 0.f ? M + logf(L) : -INFINITY;
+}
+
+// Launches merge_splits_kernel on p's workspace; early: with programmatic
+// stream serialization (sm_90 code only: the kernel's griddepcontrol.wait is
+// what orders it after the split kernel).
+template <class T, int D> cudaError_t launch_merge(const AttendParams& p, cudaStream_t s, bool early) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(p.batch) * unsigned(p.q_heads));
+  cfg.blockDim = dim3(kMergeThreads);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = early ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, merge_splits_kernel<T, D>, p);
 }
 
 }  // namespace braze::cuda::attn

@@ -93,6 +93,9 @@ __global__ void __launch_bounds__(kDecThreads) decode_kernel(const AttendParams 
   constexpr int S = kDecStride<D>, NS = kDecStages<D>, TILE = kDecTile<D>, KT = D / 16, NT = D / 8;
   static_assert(NS >= 2 && NS <= 4, "the mask ring holds NS - 1 tiles of 16 bits in 64");
   extern __shared__ __align__(16) unsigned char decode_smem[];
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // the merge may launch (it waits on us)
+#endif
 
   const int units = (p.q_heads / p.group) * p.head_chunks;
   const int b = int(blockIdx.x) / units, u = int(blockIdx.x) - b * units;
