@@ -178,7 +178,8 @@ def test_matmul_strided_bias(fmt, dtype, m):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("fmt", ("q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q5_K", "q6_K"))
+@pytest.mark.parametrize("fmt", ("q4_0", "q4_1", "q5_0", "q8_0", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl",
+                                 "iq4_xs"))
 def test_matmul_fast_dot_every_m(fmt, dtype):
     """The GEMV's fast dots (shaders/cuda/quant/gemv_dot.cuh) for every m of 1..16 (each M
     tile, rows past m computed on staged zeros and dropped): K spans two slabs of 2048

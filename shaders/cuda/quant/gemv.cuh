@@ -15,7 +15,8 @@
 // the staged bytes; dense: 16-byte shared loads) and accumulates MT rows of x against them in f32 (in
 // 4 / 2 partial sums for 1-2 / 4 rows, so FMA latency does not bound the few-row tiles); a warp
 // reduction, the bias and one rounding finish each output. Formats with a fast
-// dot (gemv_dot.cuh: q4_0, q4_1, q5_0, q8_0, q4_K, q5_K, q6_K) skip the decode:
+// dot (gemv_dot.cuh: q4_0, q4_1, q5_0, q8_0, q3_K, q4_K, q5_K, q6_K, iq4_nl,
+// iq4_xs) skip the decode:
 // lane l takes 32-element units l, l + 32, ... of both rows, read as words and
 // applied to x with the block scale factored out of the element loop.
 #pragma once

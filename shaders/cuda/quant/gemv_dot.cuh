@@ -1,26 +1,29 @@
 // The GEMV's fast dot products for a few block formats: a lane's unit is 32
-// consecutive elements of one row of W (one q4_0 / q4_1 / q5_0 / q8_0 block, one q4_K
-// or q5_K sub-block, a q6_K pair of 16-element sub-blocks), read from the staged bytes
-// as 32-bit words and applied to MT rows of x without decoding to the codec's
-// per-element floats:
+// consecutive elements of one row of W (one q4_0 / q4_1 / q5_0 / q8_0 / iq4_nl block,
+// one q4_K, q5_K or iq4_xs sub-block, a q3_K or q6_K pair of 16-element sub-blocks),
+// read from the staged bytes as 32-bit words and applied to MT rows of x without
+// decoding to the codec's per-element floats:
 //   - words come from aligned 4-byte shared loads, realigned by a funnel shift
-//     where the unit starts 2 bytes off (18-, 22-, 34- and 210-byte blocks);
+//     where the unit starts 2 bytes off (18-, 22-, 34-, 110- and 210-byte blocks);
 //   - a code (a byte holding 0..255) becomes a float without I2F: the byte is
 //     moved into the mantissa of 2^23 (__byte_perm: 0x4B0000bb is 2^23 + bb
 //     exactly) and one FADD removes 2^23 and the format's offset, exact;
+//     the iq4 codebooks' codes (value + 128) are looked up by __byte_perm on
+//     table words (iq4_codes);
 //   - the unit's scale multiplies the sum over its elements (one FMA per scale
 //     segment and x row), q4_K's min term (q4_1's offset) takes the sum of x over the unit,
 //     staged with x.
 // The element order inside a unit is the codec's (element e of the unit meets
 // x[32 u + e]), the scales the codec's own f32 products, so the result differs
 // from decode-then-FMA only by the order of the f32 roundings.
-// Everything is __host__ __device__ (a host fallback for the two intrinsics),
-// so a host program can compare it with the CPU codecs.
+// Everything is __host__ __device__ (a host fallback for each intrinsic),
+// so a host program can compare it with the CPU codecs (scripts/check_gemv_dot.cu).
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 #include "core/quant/ggml.h"
+#include "core/quant/iquants.h"
 #include "core/quant/kquants.h"
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
@@ -104,6 +107,51 @@ BRAZE_HD float half_at(const uint8_t* p) {  // f16 at p (p even)
 #else
   return braze::quant::load_f16(p);
 #endif
+}
+
+// PTX prmt (what __byte_perm runs, after it masks s with 0x7777): byte n of the
+// result is byte (s >> 4 n) & 7 of b:a, or that byte's sign bit in all 8 bits
+// where bit 4 n + 3 of s is set. Callers keep those bits clear, so no mask is
+// spent; the host fallback does the same, so a host check runs the device's
+// bit logic (and would see a selector with one of them set).
+BRAZE_HD uint32_t perm(uint32_t a, uint32_t b, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+  return r;
+#else
+  const uint64_t v = (uint64_t(b) << 32) | a;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n) {
+    const uint32_t sel = (s >> (4 * n)) & 15u, byte = uint32_t(v >> (8 * (sel & 7u))) & 0xFFu;
+    r |= (sel & 8u ? (byte & 0x80u ? 0xFFu : 0u) : byte) << (8 * n);
+  }
+  return r;
+#endif
+}
+
+// Word j (0..3) of the iq4 codebook as codes (value + 128): entries 4 j .. 4 j + 3.
+BRAZE_HD constexpr uint32_t iq4_table(int j) {
+  constexpr int8_t kv[16] = BRAZE_IQ4_VALUES;
+  uint32_t w = 0;
+  for (int t = 0; t < 4; ++t) w |= uint32_t(uint8_t(kv[4 * j + t] + 128)) << (8 * t);
+  return w;
+}
+
+// The iq4 codes of w's eight nibbles: byte t of lo from the low nibble of w's
+// byte t, of hi from its high nibble. w's nibbles in order are L0 H0 L1 H1 |
+// L2 H2 L3 H3: four PRMTs look each up by its low 3 bits in entries 0..7 and
+// in 8..15 (w, then w >> 16), two more take the second where the nibble's
+// bit 3 is set, two separate the low and high nibbles; with the selectors
+// (x, x >> 16, m, m >> 16) 13 instructions for 8 codes.
+BRAZE_HD void iq4_codes(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  constexpr uint32_t t0 = iq4_table(0), t1 = iq4_table(1), t2 = iq4_table(2), t3 = iq4_table(3);
+  const uint32_t x = w & 0x77777777u;                            // entry in its half
+  const uint32_t m = ((w >> 1) & 0x44444444u) | 0x32103210u;    // byte n of a (entries 0..7) or b (8..15)
+  const uint32_t r0 = perm(perm(t0, t1, x), perm(t2, t3, x), m);  // L0 H0 L1 H1
+  const uint32_t r1 = perm(perm(t0, t1, x >> 16), perm(t2, t3, x >> 16), m >> 16);  // L2 H2 L3 H3
+  lo = perm(r0, r1, 0x6420u);
+  hi = perm(r0, r1, 0x7531u);
 }
 
 }  // namespace dot_detail
@@ -274,9 +322,79 @@ template <> struct DotUnit<QFormat::q6_K> {
   BRAZE_HD float min() const { return 0.f; }
 };
 
+// q3_K: u8 hmask[32] | u8 qs[64] | u8 scales[12] | f16 d; element e (0..255): low 2
+// bits from qs[32 (e / 128) + (e & 31)] >> 2 ((e / 32) & 3), third bit bit e / 32 of
+// hmask[e & 31]; x = (d sc) (q - 4), a 6-bit scale (- 32) per 16. Unit u of a block:
+// sub-block s = u & 7 (elements 32 s ..).
+template <> struct DotUnit<QFormat::q3_K> {
+  static constexpr int kSegs = 2;
+  static constexpr bool kMin = false;
+  static constexpr float kOff = 4.f;
+  static constexpr bool kSmall = true;
+  uint32_t c[8];
+  float d[2];
+  BRAZE_HD void load(const uint8_t* row, int u) {
+    const uint8_t* b = row + 110 * (u >> 3);
+    const int s = u & 7;
+    const float dd = dot_detail::half_at(b + 108);
+    d[0] = dd * float(braze::quant::kq_detail::scale_q3(b + 96, 2 * s));
+    d[1] = dd * float(braze::quant::kq_detail::scale_q3(b + 96, 2 * s + 1));
+    uint32_t l[8], h[8];  // the funnel shifts bring the bits to 0..1 / 0; their garbage is masked off
+    dot_detail::words<8>(b + 32 + 32 * (s >> 2), 2 * (s & 3), l);
+    dot_detail::words<8>(b, s, h);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) c[i] = (l[i] & 0x03030303u) | ((h[i] << 2) & 0x04040404u);
+  }
+  BRAZE_HD float min() const { return 0.f; }
+};
+
+// iq4_nl: f16 d | u8 qs[16]; x = d kv[q], q[j + 16] the high nibble (q4_0's order);
+// codes kv[q] + 128 (dot_detail::iq4_codes).
+template <> struct DotUnit<QFormat::iq4_nl> {
+  static constexpr int kSegs = 1;
+  static constexpr bool kMin = false;
+  static constexpr float kOff = 128.f;
+  static constexpr bool kSmall = false;
+  uint32_t c[8];
+  float d[1];
+  BRAZE_HD void load(const uint8_t* row, int u) {
+    const uint8_t* b = row + 18 * u;
+    d[0] = dot_detail::half_at(b);
+    uint32_t qs[4];
+    dot_detail::words<4>(b + 2, 0, qs);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dot_detail::iq4_codes(qs[i], c[i], c[4 + i]);
+  }
+  BRAZE_HD float min() const { return 0.f; }
+};
+
+// iq4_xs: f16 d | u16 scales_h | u8 scales_l[4] | u8 qs[128]; sub-block s (32
+// elements, unit u & 7) as an iq4_nl block at qs[16 s], scale ls = (4 bits of
+// scales_l, 2 of scales_h) - 32: x = (d ls) kv[q].
+template <> struct DotUnit<QFormat::iq4_xs> {
+  static constexpr int kSegs = 1;
+  static constexpr bool kMin = false;
+  static constexpr float kOff = 128.f;
+  static constexpr bool kSmall = false;
+  uint32_t c[8];
+  float d[1];
+  BRAZE_HD void load(const uint8_t* row, int u) {
+    const uint8_t* b = row + 136 * (u >> 3);  // 8-byte aligned
+    const int s = u & 7;
+    const uint32_t lo = dot_detail::word(b + 4), hi = dot_detail::word(b) >> 16;
+    const int ls = int(((lo >> (4 * s)) & 15u) | (((hi >> (2 * s)) & 3u) << 4));
+    d[0] = dot_detail::half_at(b) * float(ls - 32);
+    const uint8_t* q = b + 8 + 16 * s;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dot_detail::iq4_codes(dot_detail::word(q + 4 * i), c[i], c[4 + i]);
+  }
+  BRAZE_HD float min() const { return 0.f; }
+};
+
 template <QFormat F> constexpr bool has_dot_unit() {
   return F == QFormat::q8_0 || F == QFormat::q4_0 || F == QFormat::q4_1 || F == QFormat::q5_0 || F == QFormat::q4_K ||
-         F == QFormat::q5_K || F == QFormat::q6_K;
+         F == QFormat::q5_K || F == QFormat::q6_K || F == QFormat::q3_K || F == QFormat::iq4_nl ||
+         F == QFormat::iq4_xs;
 }
 
 #if defined(__CUDACC__)
@@ -294,7 +412,8 @@ template <QFormat F, bool Biased> constexpr bool dot_sums() {
 // Biased (codes below 128 only): each code q becomes 0.5 + q / 256 (one PRMT,
 // no FADD) and the segment's sum is 256 S - (128 + kOff) sum(x): exact codes,
 // but the f32 sum carries about 10x the rounding error of sum (q - kOff) x
-// (host check: at most 14 against 2.3 f32 roundings of the magnitudes), so it
+// (scripts/check_gemv_dot.cu: at most 32 f32 roundings of the magnitude
+// sum |d (q - kOff) x|, 80 for q3_K's small codes, against 4 unbiased), so it
 // is meant for 16-bit x only, whose own rounding (2^-9 or 2^-12) is far larger.
 template <QFormat F, int R, int MT, bool Biased>
 BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const float* sx, int sxs,
