@@ -1,8 +1,9 @@
 // What limits the CUDA dequantize: its kernel beside the ceilings of its byte
-// mix (a copy; int8 widened to bf16, 1 byte read to 2 written), the same frame
+// mix (a copy; int8 widened to bf16, 1 byte read to 2 written; 1 to 4, as a
+// 4-bit format's; writes alone), the kernel before (one buffer), the same frame
 // with no decode, and other grids and tile sizes, in one process (no braze
-// build needed; its rows on an H100 are in docs/performance.md).
-//   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -fmad=false -I csrc -I shaders \
+// build needed; its rows on an H100 / H200 are in docs/performance.md).
+//   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -fmad=false -I csrc -I shaders -I scripts \
 //     scripts/cuda_dequant_bw.cu -o /tmp/dqbw && /tmp/dqbw
 // Each row: median of 7 timings of 20 launches rotating over 3 buffer sets
 // (every set larger than the L2), bytes = packed read + output written; % is
@@ -76,7 +77,8 @@ using namespace braze::cuda::quant;
 using braze::quant::QFormat;
 
 
-// Variant "wide": a tile of M library tiles staged at once (M x the bytes in flight a barrier).
+// Variant "wide": a tile of M library tiles staged at once (M x the bytes in flight a barrier), one
+// buffer, stored as 16-element pieces (x2: the library kernel before its second buffer and warp stores).
 // Mode 0: the library's decode; 1: the bytes widened as int8 (wrong values:
 // the cost of the frame without a decode).
 template <int Mode, QFormat F>
@@ -121,7 +123,6 @@ __global__ void __launch_bounds__(kDeqThreads) deq_wide(const DeqParams p) {
 
 // Ceilings: n bytes to n bytes, and n int8 to n bf16 (the widen of q8 / fp8),
 // each thread U vectors in flight; stores as wide and contiguous as the loads.
-constexpr int kU = 4;
 __global__ void copy16(const uint4* __restrict__ s, uint4* __restrict__ d, int64_t n) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += step * kU) {
@@ -146,6 +147,26 @@ __global__ void widen8(const uint2* __restrict__ s, uint4* __restrict__ d, int64
     for (int u = 0; u < kU; ++u)
       if (i0 + u * step < n)
         d[i0 + u * step] = make_uint4(two_bf16(w[u].x), two_bf16(w[u].x >> 16), two_bf16(w[u].y), two_bf16(w[u].y >> 16));
+  }
+}
+
+// Pure writes (16-byte stores, contiguous over a warp) and 4 bytes read to 16 written
+// (the 1:4 mix of a 4-bit format to bf16; the bytes copied 4 times, no decode).
+__global__ void fill16(uint4* __restrict__ d, int64_t n, unsigned v) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += step * kU)
+#pragma unroll
+    for (int u = 0; u < kU; ++u) if (i0 + u * step < n) d[i0 + u * step] = make_uint4(v, v, v, v);
+}
+__global__ void widen4(const unsigned* __restrict__ s, uint4* __restrict__ d, int64_t n) {  // n: 4-byte words
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i0 < n; i0 += step * kU) {
+    unsigned w[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) if (i0 + u * step < n) w[u] = __ldg(s + i0 + u * step);
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (i0 + u * step < n) d[i0 + u * step] = make_uint4(w[u], w[u] ^ 1u, w[u] ^ 2u, w[u] ^ 3u);
   }
 }
 
@@ -204,7 +225,10 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
   auto check = [&](const char* what) {
     std::vector<uint8_t> got(out_bytes);
     CK(cudaMemcpy(got.data(), bf.out[0], out_bytes, cudaMemcpyDeviceToHost));
-    if (memcmp(got.data(), bf.ref, out_bytes) != 0) printf("  %s: OUTPUT DIFFERS from the library kernel\n", what);
+    if (memcmp(got.data(), bf.ref, out_bytes) != 0) {
+      printf("  %s: OUTPUT DIFFERS from the library kernel\n", what);
+      ++g_mismatched;
+    }
   };
   {
     auto k = dequantize_kernel<F, T>;
@@ -229,6 +253,14 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
       } else {
         printf("  %s: library == ref bit for bit (%lld elements)\n", name, (long long)(out_bytes / 2));
       }
+    }
+    {  // the frame before (one buffer: deq_wide x2 is that kernel) and the library at 8 waves
+      auto kb = deq_wide<F, T, 2, 0>;
+      const int gb = resident(kb);
+      report("one buffer (before)", time_it([&](int s) { kb<<<unsigned(std::min<int64_t>(4 * gb, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
+      check("one buffer (before)");
+      report("library, 8 waves", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(8 * g, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
+      check("8 waves");
     }
     if (!detail) {
       for (int s = 0; s < kSets; ++s) { CK(cudaFree(bf.data[s])); CK(cudaFree(bf.out[s])); }
@@ -279,6 +311,15 @@ int main() {
   const float wd = time_it([&](int i) { widen8<<<prop.multiProcessorCount * 8, 256>>>((const uint2*)s[i], (uint4*)d[i], n / 8); });
   printf("widen8 int8->bf16 (1:2): %.1f us, %.0f GB/s, %.1f%% of memcpy\n", wd, 3.0 * n / wd / 1e3,
          100.0 * (3.0 * n / g_memcpy_gbs / 1e3) / wd);
+  const float w4 = time_it([&](int i) { widen4<<<prop.multiProcessorCount * 8, 256>>>((const unsigned*)s[i], (uint4*)d[i], n / 16); });
+  printf("widen4 (1:4, n/4 B read, n written): %.1f us, %.0f GB/s, %.1f%% of memcpy\n", w4, 1.25 * n / w4 / 1e3,
+         100.0 * (1.25 * n / g_memcpy_gbs / 1e3) / w4);
+  const float fl = time_it([&](int i) { fill16<<<prop.multiProcessorCount * 8, 256>>>((uint4*)d[i], n / 16, 7u + i); });
+  printf("fill16 (writes only): %.1f us, %.0f GB/s written, %.1f%% of memcpy\n", fl, 1.0 * n / fl / 1e3,
+         100.0 * (1.0 * n / g_memcpy_gbs / 1e3) / fl);
+  const float ms = time_it([&](int i) { CK(cudaMemsetAsync(d[i], i, n)); });
+  printf("cudaMemsetAsync (writes only): %.1f us, %.0f GB/s written, %.1f%% of memcpy\n", ms, 1.0 * n / ms / 1e3,
+         100.0 * (1.0 * n / g_memcpy_gbs / 1e3) / ms);
   for (int i = 0; i < kSets; ++i) { CK(cudaFree(s[i])); CK(cudaFree(d[i])); }
   run<QFormat::q8_0>("q8_0", 4096, 14336, memcpy_us);
   run<QFormat::q4_K>("q4_K", 4096, 14336, memcpy_us);

@@ -1,20 +1,19 @@
-// dequantize on CUDA: one kernel over QFormat. A CTA owns a tile of
+// dequantize on CUDA: one kernel over QFormat. A CTA owns tiles of
 // kDeqSpan = 2 * kDeqThreads * 16 consecutive elements of one row (tiles start
-// on block boundaries): it stages the tile's packed bytes in shared memory with
-// 16-byte loads (each byte read from memory once, fully coalesced; two passes'
-// bytes in flight a barrier), then each thread decodes a 16-element chunk of
-// each half through the format's codec (csrc/core/quant/, the CPU's code) and
-// stores it as 16-byte vectors, consecutive threads on consecutive chunks,
-// converted to 16-bit types two at a time. fp8 codes go
-// through the hardware's exact fp8x2 -> f16x2 conversion instead of the codec's
-// bit arithmetic (the same values). Sub-block scales scattered in a K-quant
-// block are read from shared memory, not memory; a split format's scales and
-// biases are loaded into registers before the barrier, with the tile's bytes;
-// the formats where it paid decode four codes a word (decode_staged and
-// deq_words below, bit-identical to the codecs: scripts/cuda_dequant_bw.cu checks it). CTAs loop over the tiles of
-// all rows (grid: up to four waves of resident CTAs). The frame alone (bytes
-// widened, no decode) runs at ~91% of the copy on an H100, so the decode's
-// instructions are what separates a format from that: scripts/cuda_dequant_bw.cu.
+// on block boundaries) and walks them with two buffers: it stages tile i + 1's
+// packed bytes in shared memory by 16-byte cp.async (each byte read from memory
+// once, fully coalesced; a split format's scales and biases of tile i + 1 into
+// registers) before it decodes tile i, so its loads stay in flight while it
+// decodes and stores. Each thread decodes a 16-element chunk of each half of a
+// tile through the format's codec (csrc/core/quant/, the CPU's code; the
+// formats where it paid decode four codes a word: decode_staged and deq_words
+// below, bit-identical to the codecs, scripts/cuda_dequant_bw.cu checks it).
+// fp8 codes go through the hardware's exact fp8x2 -> f16x2 conversion. A warp's
+// 32 chunks leave as 16-bit values in two stores of 512 contiguous bytes
+// (halves exchanged by shuffles), not 32-byte pieces 32 bytes apart: on an H100
+// that store pattern and the second buffer together took every format from
+// 69-85% to 83-94% of the copy (docs/performance.md, 2026-12-06 21:48). CTAs loop over
+// the tiles of all rows (grid: up to four waves of resident CTAs).
 #pragma once
 #include "core/quant/affine.h"
 #include "core/quant/fp8.h"
@@ -36,7 +35,7 @@ using namespace braze::quant;
 constexpr int kDeqThreads = 256;
 constexpr int kDeqChunk = 16;
 constexpr int kDeqTile = kDeqThreads * kDeqChunk;  // elements; a multiple of every block (<= 256)
-constexpr int kDeqSpan = 2 * kDeqTile;  // elements a dequantize CTA stages a barrier (H100: q8_0 84 -> 91% of the copy)
+constexpr int kDeqSpan = 2 * kDeqTile;  // elements of a tile, two halves (H100, one buffer: q8_0 84 -> 91% of the copy against one half)
 
 struct DeqParams {
   const uint8_t* data;
@@ -448,39 +447,121 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
   decode_staged<F>(tile, krel, r, k_tile, p, deq_prefetch<F>(p, r, k_tile + krel), out);
 }
 
+// The 16-element chunks of a warp's 32 lanes (lane l: elements [16 l, 16 l + 16)
+// of a 512-element span at dst, 16-byte aligned) stored as 16-bit T, each
+// store instruction 512 contiguous bytes (lane l writes half l % 2 of chunk
+// l / 2, then of chunk 16 + l / 2: the halves come by shuffles), not 32-byte
+// pieces 32 bytes apart. The values and roundings are store_arith_n's.
+template <class T>
+__device__ __forceinline__ void store_warp_span16(T* dst, const float* v, int lane) {
+  static_assert(sizeof(T) == 2, "16-bit outputs");
+  uint32_t u[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (std::is_same_v<T, __half>) {
+      const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+      u[i] = *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+      u[i] = *reinterpret_cast<const uint32_t*>(&b);
+    }
+  }
+  const bool odd = lane & 1;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int src = 16 * s + (lane >> 1);
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t lo = __shfl_sync(0xffffffffu, u[j], src), hi = __shfl_sync(0xffffffffu, u[4 + j], src);
+      w[j] = odd ? hi : lo;
+    }
+    reinterpret_cast<uint4*>(dst)[32 * s + lane] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// A thread's decoded chunk krel (of n in the tile) to row_tile + krel: by
+// store_warp_span16 where T is 16-bit, the output vector-aligned and the
+// warp's 32 chunks all whole (uniform over the warp), else by store_arith_n.
+template <class T>
+__device__ __forceinline__ void store_chunk(T* row_tile, int krel, int n, const float* v, bool vec) {
+  if constexpr (sizeof(T) == 2) {
+    const int span = krel - (int(threadIdx.x) % 32) * kDeqChunk;  // the warp's first element
+    if (vec && span + 32 * kDeqChunk <= n) {
+      store_warp_span16<T>(row_tile + span, v, int(threadIdx.x) % 32);
+      return;
+    }
+  }
+  if (krel < n) {
+    const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;  // short only in fp8 / int8 rows
+    store_arith_n<T, kDeqChunk>(row_tile + krel, v, m, vec);
+  }
+}
+
+// The kernel (see the top of this file): two tile buffers, tile i + 1 staged
+// by cp.async (its split scales loaded into registers) before tile i is
+// decoded and stored, so a CTA's loads are in flight while it decodes.
 template <QFormat F, class T>
 __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams p) {
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   static_assert(kDeqTile % B == 0, "tiles start on block boundaries");
   constexpr int kTileBytes = kDeqSpan / B * BB;
+  constexpr int kBufBytes = (kTileBytes + 16 + 15) / 16 * 16;  // + 16: words16's reads around unaligned bytes
   constexpr int kHalves = kDeqSpan / kDeqTile;
-  __shared__ __align__(16) uint8_t tile[kTileBytes + 16];  // + 16: words16's reads around unaligned bytes
-  const int64_t total = p.rows * p.tiles;
-  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-    const int64_t r = t / p.tiles, k_tile = (t - r * p.tiles) * kDeqSpan;
-    const int64_t left = p.cols - k_tile;
-    const int n = left < kDeqSpan ? int(left) : kDeqSpan;  // a multiple of B
-    DeqPre pre[kHalves];  // split scales: loads in flight with the tile's, before the barrier
+  __shared__ __align__(16) uint8_t buf[2 * kBufBytes];
+  struct Tile {
+    int64_t r, k;
+    int n;
+  };
+  auto tile_at = [&](int64_t t) {
+    Tile x;
+    x.r = t / p.tiles;
+    x.k = (t - x.r * p.tiles) * kDeqSpan;
+    const int64_t left = p.cols - x.k;
+    x.n = left < kDeqSpan ? int(left) : kDeqSpan;  // a multiple of B
+    return x;
+  };
+  auto issue = [&](const Tile& x, uint8_t* dst, DeqPre (&pre)[kHalves]) {
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       const int krel = (h * kDeqThreads + int(threadIdx.x)) * kDeqChunk;
       pre[h] = DeqPre{0u, 0u, 0.f};
-      if (krel < n) pre[h] = deq_prefetch<F>(p, r, k_tile + krel);
+      if (krel < x.n) pre[h] = deq_prefetch<F>(p, x.r, x.k + krel);
     }
-    stage_bytes(tile, p.data + r * p.data_stride + k_tile / B * BB, n / B * BB);
+    stage_async(dst, p.data + x.r * p.data_stride + x.k / B * BB, x.n / B * BB, int(threadIdx.x), kDeqThreads);
+  };
+  const int64_t total = p.rows * p.tiles;
+  int64_t t = blockIdx.x;
+  if (t >= total) return;
+  Tile cur = tile_at(t);
+  DeqPre pre[kHalves];
+  issue(cur, buf, pre);
+  cp_async_commit();
+  for (int i = 0;; ++i) {
+    const int64_t t_next = t + gridDim.x;
+    Tile next{0, 0, 0};
+    DeqPre pre_next[kHalves];
+    if (t_next < total) {
+      next = tile_at(t_next);
+      issue(next, buf + ((i + 1) & 1) * kBufBytes, pre_next);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // tile i landed (tile i + 1 may be in flight)
     __syncthreads();
+    const uint8_t* tile = buf + (i & 1) * kBufBytes;
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       const int krel = (h * kDeqThreads + int(threadIdx.x)) * kDeqChunk;
-      if (krel < n) {
-        float v[kDeqChunk];
-        decode_staged<F>(tile, krel, r, k_tile, p, pre[h], v);
-        T* dst = static_cast<T*>(p.out) + r * p.out_stride + k_tile + krel;
-        const int m = n - krel < kDeqChunk ? n - krel : kDeqChunk;  // short only in fp8 / int8 rows
-        store_arith_n<T, kDeqChunk>(dst, v, m, p.vec_out);
-      }
+      float v[kDeqChunk];
+      if (krel < cur.n) decode_staged<F>(tile, krel, cur.r, cur.k, p, pre[h], v);
+      store_chunk<T>(static_cast<T*>(p.out) + cur.r * p.out_stride + cur.k, krel, cur.n, v, p.vec_out);
     }
-    __syncthreads();  // the tile is read before the next one overwrites it
+    if (t_next >= total) break;
+    __syncthreads();  // tile i is read before iteration i + 1 stages tile i + 2 over it
+    cur = next;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) pre[h] = pre_next[h];
+    t = t_next;
   }
 }
 

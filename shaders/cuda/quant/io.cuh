@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "cuda/common/cp_async.cuh"
 
 namespace braze::cuda::quant {
 
@@ -147,6 +148,25 @@ __device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* scratch /* [
   }
   __syncthreads();  // scratch may be reused by the caller's next reduction
   return v;
+}
+
+// Threads t (of nt) copy n bytes of global src to shared dst (16-byte
+// aligned) with cp.async: 16-byte pieces where src is 16-byte aligned, 4-byte
+// ones where 4-byte aligned, the rest with plain loads (visible after the
+// caller's cp_async_wait and __syncthreads).
+__device__ __forceinline__ void stage_async(uint8_t* dst, const uint8_t* src, int n, int t, int nt) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  int done = 0;
+  if ((a & 15u) == 0) {
+    const int nv = n >> 4;
+    for (int i = t; i < nv; i += nt) cp_async16(dst + 16 * i, src + 16 * i);
+    done = nv << 4;
+  } else if ((a & 3u) == 0) {
+    const int nv = n >> 2;
+    for (int i = t; i < nv; i += nt) cp_async4(dst + 4 * i, src + 4 * i);
+    done = nv << 2;
+  }
+  for (int i = done + t; i < n; i += nt) dst[i] = __ldg(src + i);
 }
 
 }  // namespace braze::cuda::quant
