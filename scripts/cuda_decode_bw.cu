@@ -431,8 +431,10 @@ float max_abs(const std::vector<float>& v) {
   return m;
 }
 
-void run(int B, int L) {
-  constexpr int Hq = 32, Hkv = 8, bs = 16;
+// bs: the block size; shuffle: the block table a permutation (else blocks in order);
+// lean: the library and its split kernel only (the cost of pages: block 16 against one a sequence).
+void run(int B, int L, int bs = 16, bool shuffle = true, bool lean = false) {
+  constexpr int Hq = 32, Hkv = 8;
   const int group = Hq / Hkv, head_chunks = int(ceil_div(group, kDecRows));
   const int64_t max_blocks = ceil_div(L, bs), num_blocks = B * max_blocks + 3, cap = max_blocks * bs;
   const int64_t cache_elems = num_blocks * bs * Hkv * D, cache_bytes = cache_elems * 2;
@@ -449,9 +451,9 @@ void run(int B, int L) {
   const int64_t allowed = lib_allowed(B, Hq, D, cap, g_sms);
   const int S = int(lib_splits(units, g_sms, cap, allowed));
   const int maxS = std::max(4 * S, 8);
-  printf("\n== B%d L%d: %lld units, %d CTAs/SM (%zu B smem), library splits S=%d (workspace cap %lld), "
+  printf("\n== B%d L%d, block %d%s: %lld units, %d CTAs/SM (%zu B smem), library splits S=%d (workspace cap %lld), "
          "%d buffer sets of %.1f MB, %.1f MB moved a call\n",
-         B, L, (long long)units, per_sm, smem, S, (long long)allowed, sets, 2.0 * cache_bytes / 1e6, bytes / 1e6);
+         B, L, bs, shuffle ? " (shuffled)" : " (in order)", (long long)units, per_sm, smem, S, (long long)allowed, sets, 2.0 * cache_bytes / 1e6, bytes / 1e6);
 
   std::vector<T*> kc(sets), vc(sets), q(sets), out(sets);
   for (int s = 0; s < sets; ++s) {
@@ -466,7 +468,7 @@ void run(int B, int L) {
     std::vector<int32_t> perm(num_blocks);
     for (int64_t i = 0; i < num_blocks; ++i) perm[i] = int32_t(i);
     std::mt19937 rng(1234 + B);
-    std::shuffle(perm.begin(), perm.end(), rng);
+    if (shuffle) std::shuffle(perm.begin(), perm.end(), rng);
     for (int64_t i = 0; i < int64_t(B) * max_blocks; ++i) table[i] = perm[i];
   }
   int32_t *bt, *kv_lens;
@@ -628,7 +630,7 @@ void run(int B, int L) {
            full - split - merge);
   }
   // (d) other split counts, library kernels
-  {
+  if (!lean) {
     vector<int> ns = {S / 2, 2 * S, 4 * S};
     if (S == 1) ns = {2, 4};
     for (int n : ns) {
@@ -642,7 +644,7 @@ void run(int B, int L) {
     }
   }
   // variants
-  {
+  if (!lean) {
     auto f0 = [&](int s) { var_split(F0{}, s, S); if (S > 1) lib_merge(s, S); };
     report("copy: split + merge", S, time_it(sets, f0), check(f0, true));
     report("no-math split", S, time_it(sets, [&](int s) { var_split(FNoMath{}, s, S); }), "(output not checked)");
@@ -668,7 +670,7 @@ void run(int B, int L) {
     }
   }
   // where the time goes: when each CTA starts and ends (one launch)
-  {
+  if (!lean) {
     using FT = integral_constant<int, kTime>;
     using FTN = integral_constant<int, kTime | kNoMath>;
     timeline("no-math split (timed)", S, [&](int s) { var_split(FTN{}, s, S); });
@@ -711,7 +713,10 @@ int main() {
   printf("columns: row, split count, per-launch us, decode bytes / us, %% of the 1 GiB copy's rate, "
          "%% of this shape's K+V memcpy rate\n");
   run(1, 32768);
+  run(1, 32768, 16, false, true);
+  run(1, 32768, 32768, true, true);
   run(64, 4096);
+  run(64, 4096, 4096, true, true);
   run(1, 4096);
   run(4, 4096);
   return 0;
