@@ -12,7 +12,9 @@
 // GEMVBW_ONLY=name runs one case (scripts/ncu_gemv.sh); GEMVBW_DUMP=dir writes
 // each library output, so two builds (two commits) can be compared with cmp.
 // Tried and dropped (docs/performance.md, history): a cp.async ring a warp ("pipe", 20274e9), a
-// 4096-element slab at one row (a260282), 3 CTAs an SM and W by the copy engine (2026-12-06).
+// 4096-element slab at one row (a260282), 3 CTAs an SM and W by the copy engine (2026-12-06), and
+// once more a ring a warp with x staged once for all of K, 16 warps a CTA (1024 / 2048 / 3072-element
+// slabs, 2-4 stages: at best 4% faster for q4_0, slower for others; 2026-12-07, docs/performance.md).
 #include <cuda_runtime.h>
 
 #include "cuda_bw.cuh"
@@ -374,14 +376,18 @@ template <QFormat F> void mmas(Case& c) {
 
 // The library's kernel; its output is the reference of the other variants, and with
 // GEMVBW_DUMP=dir it is written to dir/<name>_<n>_m<m>.bin (to compare two builds).
-template <class Wt, int MT> void library(Case& c) {
-  auto k = gemv_kernel<Wt, T, MT>;
+template <class Wt, int MT, bool Ahead = true> void library(Case& c) {
+  auto k = gemv_kernel<Wt, T, MT, Ahead>;
   constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   char what[80];
-  snprintf(what, sizeof what, "library (%dKB, %d/SM)", bytes / 1024, per_sm(k, bytes));
+  snprintf(what, sizeof what, "library%s (%dKB, %d/SM)", Ahead ? "" : ", unit by unit", bytes / 1024, per_sm(k, bytes));
   const unsigned grid = unsigned((c.n + kGemvRows - 1) / kGemvRows);
   c.report(what, time_it([&](int s) { k<<<grid, kGemvThreads, bytes>>>(c.params(s)); }));
+  if constexpr (!Ahead) {  // a variant: checked against the library's output
+    c.near(what);
+    return;
+  }
   c.ref.resize(c.m * c.n);
   CK(cudaMemcpy(c.ref.data(), c.out, 2 * c.m * c.n, cudaMemcpyDeviceToHost));
   if (const char* dir = getenv("GEMVBW_DUMP")) {
@@ -451,6 +457,7 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
+    if constexpr (gemv_fast<Wt>()) library<Wt, 1, false>(c);
     read_floor(c);
     q8x<F>(c);
     mmas<F>(c);

@@ -2,7 +2,6 @@
 // applicability checks and the launch (16 rows of W a CTA).
 #include "cuda/quant_gemv_mma.h"
 
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -25,19 +24,6 @@ void allow_smem_once(const void* kernel, int bytes, int device) {
   if (d) return;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "cudaFuncSetAttribute");
   d = true;
-}
-
-// The shared memory a CTA may opt into on `device` (queried once per device): 227 KB on sm_90, 163 KB on
-// sm_80, 99 KB on sm_86 / sm_89, where the largest tiles do not fit.
-int smem_optin(int device) {
-  static std::atomic<int> cache[64];
-  if (device < 0 || device >= 64) return 0;
-  int v = cache[device].load(std::memory_order_relaxed);
-  if (v == 0) {
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
-    cache[device].store(v, std::memory_order_relaxed);
-  }
-  return v;
 }
 
 template <QFormat F, class T, int R, int NT> void launch(const MmParams& p, int device, cudaStream_t s) {

@@ -61,6 +61,11 @@ int cc_major(int device) {
   return device_attr(cudaDevAttrComputeCapabilityMajor, device, cache);
 }
 
+int smem_optin(int device) {
+  static std::atomic<int> cache[64];
+  return device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, device, cache);
+}
+
 int blocks_per_sm(const void* kernel, int threads, int device) {
   static std::mutex mu;
   static std::map<std::tuple<const void*, int, int>, int> cache;

@@ -44,10 +44,11 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
-// Multiprocessors of `device` and its compute capability's major number
-// (each queried once per device).
+// Multiprocessors of `device`, its compute capability's major number and the
+// shared memory a CTA may opt into (each queried once per device).
 int sm_count(int device);
 int cc_major(int device);
+int smem_optin(int device);
 
 // kernel<<<grid, block, 0, s>>>(args...) in clusters of `cluster` CTAs along
 // x (sm_90+; grid a multiple of cluster, at most 8 per cluster).

@@ -18,7 +18,9 @@
 // dot (gemv_dot.cuh: q4_0, q4_1, q5_0, q8_0, q3_K, q4_K, q5_K, q6_K, iq4_nl,
 // iq4_xs) skip the decode:
 // lane l takes 32-element units l, l + 32, ... of both rows, read as words and
-// applied to x with the block scale factored out of the element loop.
+// applied to x with the block scale factored out of the element loop (one row of
+// x: a lane's two units of a slab are read before either dot, so their shared
+// loads overlap).
 #pragma once
 #include "cuda/quant/gemv_dot.cuh"
 #include "cuda/quant/weights.cuh"
@@ -138,7 +140,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 // at most 128 registers; one where a fast dot's x rows fill the shared memory (M = 16).
 template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>() && MT <= 8 ? 2 : 1; }
 
-template <class Wt, class T, int MT>
+// Ahead: a lane loads the words of all its units of a slab before the first dot
+// (one row: two units), else unit by unit (a knob for scripts/cuda_gemv_bw.cu).
+template <class Wt, class T, int MT, bool Ahead = true>
 __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
   constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
@@ -244,11 +248,27 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
     if constexpr (kFast) {
       const uint8_t* rows = wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp) * WP;
       const float* sb = sbuf + buf * MT * SS;
-      for (int u = lane; u * kDotUnit < kn; u += 32) {
-        DotUnit<Wt::format> w[kGemvRowsPerWarp];  // rows past N read stale bytes; their sums are dropped
+      constexpr int UL = KS / (32 * kDotUnit);  // units a lane in a whole slab
+      if constexpr (Ahead && UL > 1) {  // every unit's words first, then the dots
+        DotUnit<Wt::format> w[UL][kGemvRowsPerWarp];  // rows past N read stale bytes; their sums are dropped
 #pragma unroll
-        for (int j = 0; j < kGemvRowsPerWarp; ++j) w[j].load(rows + j * WP, u);
-        unit_dot<Wt::format, kGemvRowsPerWarp, MT, gemv_biased<T>()>(w, xb + u * XP, XS, sb + 2 * u, SS, acc);
+        for (int i = 0; i < UL; ++i)
+          if ((lane + 32 * i) * kDotUnit < kn)
+#pragma unroll
+            for (int j = 0; j < kGemvRowsPerWarp; ++j) w[i][j].load(rows + j * WP, lane + 32 * i);
+#pragma unroll
+        for (int i = 0; i < UL; ++i) {
+          const int u = lane + 32 * i;
+          if (u * kDotUnit < kn)
+            unit_dot<Wt::format, kGemvRowsPerWarp, MT, gemv_biased<T>()>(w[i], xb + u * XP, XS, sb + 2 * u, SS, acc);
+        }
+      } else {
+        for (int u = lane; u * kDotUnit < kn; u += 32) {
+          DotUnit<Wt::format> w[kGemvRowsPerWarp];
+#pragma unroll
+          for (int j = 0; j < kGemvRowsPerWarp; ++j) w[j].load(rows + j * WP, u);
+          unit_dot<Wt::format, kGemvRowsPerWarp, MT, gemv_biased<T>()>(w, xb + u * XP, XS, sb + 2 * u, SS, acc);
+        }
       }
     } else {
       for (int c = lane; c * kChunk < kn; c += 32) {
