@@ -50,20 +50,22 @@ template <> struct MmaUnit<QFormat::q4_K> {
 };
 template <QFormat F> constexpr bool has_gemv_mma() { return F == QFormat::q4_0 || F == QFormat::q4_K; }
 
-template <QFormat F> constexpr int gemv_mma_wpitch() {  // bytes of a staged W row
-  constexpr int bytes = kGemvMmaSlab / info(F).blocks.block * info(F).blocks.block_bytes;
+// KS: K elements a stage (the library's kGemvMmaSlab), S: the pipeline's stages (the library's
+// kGemvMmaStages); scripts/cuda_gemv_mma_bw.cu times others.
+template <QFormat F, int KS = kGemvMmaSlab> constexpr int gemv_mma_wpitch() {  // bytes of a staged W row
+  constexpr int bytes = KS / info(F).blocks.block * info(F).blocks.block_bytes;
   constexpr int b16 = (bytes + 15) / 16 * 16;
   return b16 + ((MmaUnit<F>::kWMod - b16 % 128) + 128) % 128;
 }
-template <QFormat F> constexpr int gemv_mma_xpitch() {  // elements of a staged x row
-  return kGemvMmaSlab + MmaUnit<F>::kXMod / 2;
+template <QFormat F, int KS = kGemvMmaSlab> constexpr int gemv_mma_xpitch() {  // elements of a staged x row
+  return KS + MmaUnit<F>::kXMod / 2;
 }
-template <QFormat F, int R, int NT> constexpr int gemv_mma_stage_bytes() {
-  return R * gemv_mma_wpitch<F>() + 8 * NT * gemv_mma_xpitch<F>() * 2;
+template <QFormat F, int R, int NT, int KS = kGemvMmaSlab> constexpr int gemv_mma_stage_bytes() {
+  return R * gemv_mma_wpitch<F, KS>() + 8 * NT * gemv_mma_xpitch<F, KS>() * 2;
 }
-// S: the pipeline's stages (the library's kGemvMmaStages; scripts/cuda_gemv_mma_bw.cu times others).
-template <QFormat F, int R, int NT, int S = kGemvMmaStages> constexpr int gemv_mma_smem_bytes() {
-  constexpr int pipe = S * gemv_mma_stage_bytes<F, R, NT>();
+template <QFormat F, int R, int NT, int S = kGemvMmaStages, int KS = kGemvMmaSlab>
+constexpr int gemv_mma_smem_bytes() {
+  constexpr int pipe = S * gemv_mma_stage_bytes<F, R, NT, KS>();
   constexpr int red = kGemvMmaWarps * 8 * NT * R * 4;
   return pipe > red ? pipe : red;
 }
@@ -168,30 +170,31 @@ template <QFormat F> __device__ __forceinline__ void mma_x(const uint16_t* x, in
 
 // Requires (the launcher checks): p.m in 2..8 NT, x 16-byte aligned with a row
 // stride of a multiple of 8 elements, K a multiple of the block.
-template <QFormat F, class T, int R, int NT, int S = kGemvMmaStages>
+template <QFormat F, class T, int R, int NT, int S = kGemvMmaStages, int KS = kGemvMmaSlab>
 __global__ void __launch_bounds__(kGemvMmaThreads) gemv_mma_kernel(const MmParams p) {
   static_assert(S >= 2, "a stage computed while the next one loads");
   using U = MmaUnit<F>;
-  constexpr int MTL = R / 16, XR = 8 * NT, WP = gemv_mma_wpitch<F>(), XP = gemv_mma_xpitch<F>();
+  static_assert(KS % 512 == 0, "whole units and 16-byte pieces of x");
+  constexpr int MTL = R / 16, XR = 8 * NT, WP = gemv_mma_wpitch<F, KS>(), XP = gemv_mma_xpitch<F, KS>();
   constexpr int BB = info(F).blocks.block_bytes, BK = info(F).blocks.block;
-  constexpr int SB = gemv_mma_stage_bytes<F, R, NT>();
+  constexpr int SB = gemv_mma_stage_bytes<F, R, NT, KS>();
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
   const int64_t K = p.w.cols, N = p.w.rows, r0 = int64_t(blockIdx.x) * R;
   const int mrows = int(p.m);
-  const int64_t nslab = (K + kGemvMmaSlab - 1) / kGemvMmaSlab;
+  const int64_t nslab = (K + KS - 1) / KS;
 
   auto stage = [&](int64_t s) {
     if (s < nslab) {
       uint8_t* buf = smem + int(s % S) * SB;
-      const int64_t k0 = s * kGemvMmaSlab;
-      const int kn = int(K - k0 < kGemvMmaSlab ? K - k0 : kGemvMmaSlab);
+      const int64_t k0 = s * KS;
+      const int kn = int(K - k0 < KS ? K - k0 : KS);
       for (int j = warp; j < R; j += kGemvMmaWarps)
         if (r0 + j < N)
           stage_async(buf + j * WP, p.w.data + (r0 + j) * p.w.data_stride + k0 / BK * BB, kn / BK * BB, lane, 32);
       uint16_t* xs = reinterpret_cast<uint16_t*>(buf + R * WP);
       const uint16_t* xg = static_cast<const uint16_t*>(p.x) + k0;
-      constexpr int kPieces = kGemvMmaSlab / 8;  // 16-byte pieces of a slab row
+      constexpr int kPieces = KS / 8;  // 16-byte pieces of a slab row
       for (int i = int(threadIdx.x); i < mrows * kPieces; i += kGemvMmaThreads) {
         const int mm = i / kPieces, c = i % kPieces;
         if (8 * c < kn) cp_async16(xs + mm * XP + 8 * c, xg + mm * p.x_stride + 8 * c);
@@ -216,8 +219,8 @@ __global__ void __launch_bounds__(kGemvMmaThreads) gemv_mma_kernel(const MmParam
     stage(s + S - 1);
     const uint8_t* wb = smem + int(s % S) * SB;
     const uint16_t* xs = reinterpret_cast<const uint16_t*>(wb + R * WP);
-    const int64_t k0 = s * kGemvMmaSlab;
-    const int nu = int((K - k0 < kGemvMmaSlab ? K - k0 : kGemvMmaSlab) / U::kElems);
+    const int64_t k0 = s * KS;
+    const int nu = int((K - k0 < KS ? K - k0 : KS) / U::kElems);
     for (int u = warp; u < nu; u += kGemvMmaWarps) {
       MmaRow<F, T> w[MTL][2];  // rows 16 mi + g, 16 mi + g + 8 (rows past N: stale bytes, results dropped)
 #pragma unroll
