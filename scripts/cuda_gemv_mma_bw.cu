@@ -5,11 +5,12 @@
 //     scripts/cuda_gemv_mma_bw.cu -o /tmp/gemvmma && /tmp/gemvmma
 // Each time: cuda_bw.cuh's median over 3 weight sets larger than the L2; bytes =
 // the packed weight read once; % against the bytes a cudaMemcpyAsync moves
-// (read + written, braze bench's ceiling). The library's form (R = 16 rows of W
-// a CTA, 4 stages of 512 elements) is timed beside stages of 1024 and 2048 elements (2-4
-// of them; 6 / 8 stages and a 32-row tile were timed before, 2026-12-06); the library
-// takes R = 16 from 3 rows (quant_gemv_mma.cu; the
-// 1- and 2-row mma figures are for comparison); each mma
+// (read + written, braze bench's ceiling). "mma R16" is the first form (R = 16 rows of W
+// a CTA, 4 stages of 512 elements: the launcher's where shared memory is short), timed
+// beside stages of 1024 and 2048 elements (2-4 of them); "KS2048 S2" is the launcher's
+// form on sm_90 (2026-12-07: docs/bench/h100-0408-gemvmma-ks.txt), from 2 rows for q4_0
+// and 3 for q4_K (quant_gemv_mma.cu; 6 / 8 stages and a 32-row tile were timed before,
+// 2026-12-06; the 1-row mma figures are for comparison); each mma
 // output is checked against the SIMT GEMV's: both sum exact code x products
 // in f32 (different orders), so they may differ by one unit in the last place
 // of the output plus f32 noise.

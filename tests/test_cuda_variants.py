@@ -73,7 +73,7 @@ def test_variant_gemm_mma():
 
 
 def test_variant_gemv_simt():
-    """BRAZE_CUDA_GEMV=simt: 5..16 rows of f16 / bf16 x on q4_0 / q4_K on the SIMT GEMV (the default
+    """BRAZE_CUDA_GEMV=simt: 2..16 rows of f16 / bf16 x on q4_0 / q4_K on the SIMT GEMV (the default
     takes the tensor-core GEMV there); test_gemv_mma_taken checks which kernel ran."""
     _child({"BRAZE_CUDA_GEMV": "simt"}, "matmul_rows or strided_bias or fast_dot or gemv_mma",
            "test_quant_matmul_cuda.py")

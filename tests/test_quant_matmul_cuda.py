@@ -3,7 +3,7 @@ CPU's dequantize of the same packed arrays (exact in float32), widened, times
 x as float64, plus the bias, for every format of the table and dense weights.
 
 Row counts cross the path switch (GEMV for m <= 16 in M tiles of 1, 2, 4, 8,
-16, on tensor cores for 2..16 rows of 16-bit x on q4_0 / q4_K unless
+16, on tensor cores for 2 (q4_0) or 3 (q4_K) to 16 rows of 16-bit x unless
 BRAZE_CUDA_GEMV=simt; tensor-core GEMM above for float16 / bfloat16, a CUDA-core GEMM for
 float32); N = 67 is no multiple of any tile; K is one block, and a length
 spanning several GEMV slabs (2048 elements for one row); x rows strided (both
@@ -194,13 +194,14 @@ def test_matmul_fast_dot_every_m(fmt, dtype):
 
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 @pytest.mark.parametrize("fmt", ("q4_0", "q4_K"))
-@pytest.mark.parametrize("m", (2, 4, 5, 8, 9, 16))
+@pytest.mark.parametrize("m", (2, 3, 4, 5, 8, 9, 16))
 def test_matmul_gemv_mma(fmt, dtype, m):
-    """The tensor-core GEMV (shaders/cuda/quant/gemv_mma.cuh: 5..16 rows of 16-bit x, x
-    16-byte aligned with rows a multiple of 8 elements apart): one and two n-tiles of x
-    rows (8, 9), K over several 512-element slabs with a short last one, x rows 8 elements
-    apart, a bias, a strided out; n = 67 and 32 SMs - 13 (CTA tiles of 16 rows, the last one
-    partial); 2 and 4 rows: the SIMT GEMV, which the launcher keeps there."""
+    """The tensor-core GEMV (shaders/cuda/quant/gemv_mma.cuh: 2 (q4_0) or 3 (q4_K) to 16 rows
+    of 16-bit x, x 16-byte aligned with rows a multiple of 8 elements apart): one and two
+    n-tiles of x rows (8, 9), K over two 2048-element stages (eight of 512 where only the
+    short form fits) and a short last one, x rows 8 elements apart, a bias, a strided out;
+    n = 67 and 32 SMs - 13 (CTA tiles of 16 rows, the last one partial); q4_K's 2 rows: the
+    SIMT GEMV, which the launcher keeps there."""
     b = _block(fmt)
     k = b * (math.ceil(4096 / b) + 3)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
@@ -220,8 +221,10 @@ def _kernel_names(fn):
 
 @pytest.mark.parametrize("fmt", ("q4_0", "q4_K"))
 def test_gemv_mma_taken(fmt):
-    """5..16 rows of bf16 x on q4_0 / q4_K run the tensor-core GEMV unless BRAZE_CUDA_GEMV=simt
-    (then the SIMT one); 1-4 rows, x rows not 16-byte aligned and f32 x stay on the SIMT GEMV."""
+    """bf16 x on q4_0 / q4_K: from 2 rows (q4_0) or 3 (q4_K) to 16 the tensor-core GEMV runs
+    where the GPU's shared memory holds its long stages (from 5 rows where only the short
+    ones fit), unless BRAZE_CUDA_GEMV=simt (then the SIMT one); 1 row, x rows not 16-byte
+    aligned and f32 x stay on the SIMT GEMV."""
     k = 512
     (data, *_), _, _ = _weight(fmt, k, "bfloat16", 0)
 
@@ -235,10 +238,17 @@ def test_gemv_mma_taken(fmt):
     if not probe:
         pytest.skip("the torch profiler sees no CUDA kernels here")
     simt = os.environ.get("BRAZE_CUDA_GEMV") == "simt"
-    for m in (5, 9, 16):
+    # the long stages' shared memory for 1..8 rows of x (gemv_mma_smem_bytes<F, 16, 1, 2, 2048>);
+    # 9..16 rows always find a form that fits (from 5 rows either form is taken)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    optin = getattr(props, "shared_memory_per_block_optin", 232448 if props.major >= 9 else 0)
+    long_stages = optin >= {"q4_0": 103424, "q4_K": 104448}[fmt]
+    first = (2 if fmt == "q4_0" else 3) if long_stages else 5
+    for m in range(2, 17):
         got = names(m)
-        assert ("gemv_mma_kernel" in got) != simt, f"m={m}, BRAZE_CUDA_GEMV={os.environ.get('BRAZE_CUDA_GEMV')}: {got}"
-    for got in (probe, names(2), names(4), names(5, pad=3), names(5, "float32")):
+        assert ("gemv_mma_kernel" in got) == (m >= first and not simt), (
+            f"m={m}, BRAZE_CUDA_GEMV={os.environ.get('BRAZE_CUDA_GEMV')}: {got}")
+    for got in (probe, names(5, pad=3), names(5, "float32")):
         assert "gemv_mma_kernel" not in got and "gemv_kernel" in got, got
 
 

@@ -26,20 +26,34 @@ void allow_smem_once(const void* kernel, int bytes, int device) {
   d = true;
 }
 
-template <QFormat F, class T, int R, int NT> void launch(const MmParams& p, int device, cudaStream_t s) {
-  auto k = quant::gemv_mma_kernel<F, T, R, NT>;
-  constexpr int bytes = quant::gemv_mma_smem_bytes<F, R, NT>();
+template <QFormat F, class T, int NT, int S, int KS> void launch(const MmParams& p, int device, cudaStream_t s) {
+  auto k = quant::gemv_mma_kernel<F, T, 16, NT, S, KS>;
+  constexpr int bytes = quant::gemv_mma_smem_bytes<F, 16, NT, S, KS>();
   allow_smem_once(reinterpret_cast<const void*>(k), bytes, device);
-  k<<<unsigned((p.w.rows + R - 1) / R), quant::kGemvMmaThreads, bytes, s>>>(p);
+  k<<<unsigned((p.w.rows + 15) / 16), quant::kGemvMmaThreads, bytes, s>>>(p);
 }
 
-// A CTA owns 16 rows of W. On an H100 (scripts/cuda_gemv_mma_bw.cu, 2026-12-06) the 32-row tile
-// was slower at every shape but one (q4_K, N 14336, 16 rows: 51.5 us against 61.0): at N = 4096,
-// 8 rows, 56.9 us against 46.7 for q4_0. A tile whose shared memory the GPU cannot give a CTA is
-// not taken (false: nothing launched).
+// A CTA owns 16 rows of W (a 32-row tile was slower at every shape but one on an H100,
+// 2026-12-06). Two forms of the pipeline:
+//   - two stages of 2048 elements where the GPU's per-CTA shared memory holds them (104 KB
+//     for 1-8 rows of x, 171 KB for 9-16: sm_90 holds both, sm_80 the first): a warp does 8
+//     q4_0 units (4 q4_K pairs) between two CTA barriers. H100, 4096 x 14336 bf16 (scripts/cuda_gemv_mma_bw.cu, 2026-12-07,
+//     docs/bench/h100-0408-gemvmma-ks.txt), SIMT / 4 x 512 / 2 x 2048 us: q4_0 2 rows 29.3 /
+//     40.7 / 25.3, 3 rows 38.4 / 42.6 / 26.0, 8 rows 57.6 / 46.2 / 28.3, 16 rows 208.6 / 50.9 /
+//     45.0; q4_K 2 rows 28.1 / 46.5 / 30.7, 3 rows 36.2 / 47.1 / 31.0, 8 rows 57.9 / 51.3 /
+//     33.2. Taken from 2 rows on q4_0, 3 on q4_K (the SIMT GEMV keeps q4_K's 2 rows);
+//   - else four stages of 512 (the first form; up to 93 KB), from 5 rows (the SIMT GEMV was
+//     ahead of it at 3-4 rows of N 4096 on an H100, 2026-12-06).
+// Neither fits: false, nothing launched.
 template <QFormat F, class T, int NT> bool launch_rows(const MmParams& p, int device, cudaStream_t s) {
-  if (quant::gemv_mma_smem_bytes<F, 16, NT>() > smem_optin(device)) return false;
-  launch<F, T, 16, NT>(p, device, s);
+  const int optin = smem_optin(device);
+  if (quant::gemv_mma_smem_bytes<F, 16, NT, 2, 2048>() <= optin) {
+    if (p.m < (F == QFormat::q4_0 ? 2 : 3)) return false;
+    launch<F, T, NT, 2, 2048>(p, device, s);
+    return true;
+  }
+  if (p.m < 5 || quant::gemv_mma_smem_bytes<F, 16, NT, 4, 512>() > optin) return false;
+  launch<F, T, NT, 4, 512>(p, device, s);
   return true;
 }
 
@@ -50,12 +64,9 @@ template <QFormat F, class T> bool launch_format(const MmParams& p, int device, 
 
 }  // namespace
 
-// From 5 rows. H100, bf16 x, scripts/cuda_gemv_mma_bw.cu after the SIMT GEMV's x prefetch (a260282),
-// SIMT / mma us: 4096 x 14336, 3-4 rows q4_0 37.5-38.2 / 41.4-42.9, q4_K 36.0-36.5 / 46.7-48.1;
-// 14336 x 4096 the mma kernel is ahead by 5-7% there (q4_0 39.1-40.5 / 36.7-37.5); 8 rows the mma
-// kernel everywhere (q4_0 4096 x 14336 56.1 / 44.8; 14336 x 4096 64.1 / 40.0).
+// The row counts each form takes: launch_rows above.
 template <class T> bool gemv_mma_run(const MmParams& p, QFormat format, int device, cudaStream_t s) {
-  if (p.m < 5 || p.m > 16 || !gemv_mma_enabled()) return false;
+  if (p.m < 2 || p.m > 16 || !gemv_mma_enabled()) return false;
   if (format != QFormat::q4_0 && format != QFormat::q4_K) return false;
   if ((reinterpret_cast<uintptr_t>(p.x) & 15u) != 0 || p.x_stride % 8 != 0) return false;
   if (p.w.cols % 256 != 0 && format == QFormat::q4_K) return false;  // whole blocks (the codec's own rule)

@@ -31,7 +31,8 @@ inline bool gemv_mma_enabled() {
 }
 
 // Runs the tensor-core GEMV and returns true where it applies: enabled, a
-// compute-capability 8+ GPU, format q4_0 or q4_K, 5..16 rows of x, x 16-byte
+// compute-capability 8+ GPU, format q4_0 or q4_K, 2..16 rows of x (fewer where the
+// GPU's shared memory takes only the short-stage form: quant_gemv_mma.cu), x 16-byte
 // aligned with a row stride of a multiple of 8 elements, a tile's shared memory
 // within the GPU's per-CTA limit. Else false, nothing launched.
 template <class T>

@@ -1,7 +1,7 @@
 // The typed body of braze.quant.matmul on CUDA (kernels in shaders/cuda/quant/
 // gemv.cuh and gemm.cuh): the GEMV for m <= 16 rows of x (one M tile of 1, 2,
-// 4, 8 or 16 rows, so W is read once; 5..16 rows of f16 / bf16 x on q4_0 / q4_K
-// take the tensor-core GEMV of quant_gemv_mma.cu), the GEMM otherwise (tensor cores for
+// 4, 8 or 16 rows, so W is read once; from 2 rows (q4_0) or 3 (q4_K) of f16 / bf16 x
+// the tensor-core GEMV of quant_gemv_mma.cu takes over), the GEMM otherwise (tensor cores for
 // f16 / bf16 x, CUDA cores for f32 x). matmul_typed<T> is instantiated once per
 // activation dtype in its own unit (quant_matmul.cu, quant_matmul_f16.cu,
 // quant_matmul_bf16.cu), so the three compile in parallel. Unlike quant.cu these
@@ -130,7 +130,7 @@ template <class T> void matmul_typed(const MatmulArgs& a, cudaStream_t s) {
   p.out_stride = a.out_stride;
   p.m = a.m;
   const int dev = a.device_id;
-  // 5..16 rows of f16 / bf16 x on q4_0 / q4_K: the tensor-core GEMV where it applies (quant_gemv_mma.h)
+  // 2..16 rows of f16 / bf16 x on q4_0 / q4_K: the tensor-core GEMV where it applies (quant_gemv_mma.h)
   if constexpr (!std::is_same_v<T, float>)
     if (!a.dense && gemv_mma_run<T>(p, w.format, dev, s)) return;  // it checks the row count itself
   if (a.dense) {

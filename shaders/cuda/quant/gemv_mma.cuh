@@ -6,7 +6,8 @@
 // so a weight costs its decode only, whatever m.
 //
 // A CTA of 8 warps owns R = 16 or 32 rows of W and all of K. K goes by in
-// slabs of 512 elements through a kStages-deep cp.async pipeline: each slab's
+// slabs of KS elements through an S-deep cp.async pipeline (the launcher takes
+// 2 x 2048 where shared memory holds them, else 4 x 512): each slab's
 // packed W bytes (16-byte copies, each byte read once from DRAM) and x rows
 // (16-byte copies; x is small and L2-resident) land in shared memory. The
 // slab's units (q4_0: one 32-element block; q4_K: two 32-element sub-blocks
