@@ -11,8 +11,8 @@
 // are compared with the library's output by their largest difference.
 // GEMVBW_ONLY=name runs one case (scripts/ncu_gemv.sh); GEMVBW_DUMP=dir writes
 // each library output, so two builds (two commits) can be compared with cmp.
-// Knobs of gemv_kernel timed here in this commit (removed in the next; docs/performance.md, 2026-12-07 07:37-08:00): KG (warp groups a CTA), Math
-// (false: the staging alone), NS (slabs in the pipeline); GEMVBW_SKIP_MMA=1 skips the mma rows and 2-8 rows.
+// Knobs timed at 467ff6e and removed (docs/performance.md, 2026-12-07 07:37-08:00): warp groups a CTA,
+// the staging alone (no dot), 3-4 slabs in the pipeline.
 // Tried and dropped (docs/performance.md, history): a cp.async ring a warp ("pipe", 20274e9), a
 // 4096-element slab at one row (a260282), 3 CTAs an SM and W by the copy engine (2026-12-06), and
 // once more a ring a warp with x staged once for all of K, 16 warps a CTA (1024 / 2048 / 3072-element
@@ -324,9 +324,9 @@ __global__ void __launch_bounds__(256, 2) gemv_q8x(const MmParams p, const int8_
 static double g_copy_gbs = 0;  // bytes moved a second by cudaMemcpy (read + write): the ceiling of a read
 using T = __nv_bfloat16;
 
-template <class K> int per_sm(K k, int smem, int threads = 256) {
+template <class K> int per_sm(K k, int smem) {
   int per;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, reinterpret_cast<const void*>(k), threads, smem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, reinterpret_cast<const void*>(k), 256, smem));
   return per;
 }
 
@@ -372,25 +372,21 @@ template <class Fm, int S, int WKB> void mma(Case& c) {
 }
 // the mma variants of a format (none where there is no policy)
 template <QFormat F> void mmas(Case& c) {
-  if (getenv("GEMVBW_SKIP_MMA")) return;  // GEMVBW_SKIP_MMA=1: the SIMT GEMV at one row only
   if constexpr (F == QFormat::q4_0) { mma<MmaQ4_0, 4, 8>(c); mma<MmaQ4_0, 3, 16>(c); }
   if constexpr (F == QFormat::q4_K) { mma<MmaQ4_K, 4, 1>(c); mma<MmaQ4_K, 3, 2>(c); }
 }
 
 // The library's kernel; its output is the reference of the other variants, and with
 // GEMVBW_DUMP=dir it is written to dir/<name>_<n>_m<m>.bin (to compare two builds).
-// KG > 1: a variant with KG groups of 8 warps a CTA sharing each slab (gemv_kernel's KG).
-template <class Wt, int MT, bool Ahead = true, int KG = 1, bool Math = true, int NS = 2> void library(Case& c) {
-  auto k = gemv_kernel<Wt, T, MT, Ahead, KG, Math, NS>;
-  constexpr int bytes = gemv_smem_bytes<Wt, T, MT, NS>(), threads = kGemvThreads * KG;
+template <class Wt, int MT, bool Ahead = true> void library(Case& c) {
+  auto k = gemv_kernel<Wt, T, MT, Ahead>;
+  constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   char what[80];
-  snprintf(what, sizeof what, "library%s%s KG%d NS%d (%dKB, %d/SM)", Ahead ? "" : ", unit by unit", Math ? "" : " NO MATH", KG, NS, bytes / 1024,
-           per_sm(k, bytes, threads));
+  snprintf(what, sizeof what, "library%s (%dKB, %d/SM)", Ahead ? "" : ", unit by unit", bytes / 1024, per_sm(k, bytes));
   const unsigned grid = unsigned((c.n + kGemvRows - 1) / kGemvRows);
-  c.report(what, time_it([&](int s) { k<<<grid, threads, bytes>>>(c.params(s)); }));
-  if constexpr (!Math) return;  // the staging alone: no output
-  if constexpr (!Ahead || KG > 1 || NS != 2) {  // a variant: checked against the library's output
+  c.report(what, time_it([&](int s) { k<<<grid, kGemvThreads, bytes>>>(c.params(s)); }));
+  if constexpr (!Ahead) {  // a variant: checked against the library's output
     c.near(what);
     return;
   }
@@ -464,21 +460,14 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
     if constexpr (gemv_fast<Wt>()) library<Wt, 1, false>(c);
-    library<Wt, 1, true, 2>(c);
-    library<Wt, 1, true, 1, false>(c);
-    library<Wt, 1, true, 1, true, 3>(c);
-    library<Wt, 1, true, 1, false, 3>(c);
-    library<Wt, 1, true, 1, true, 4>(c);
-    library<Wt, 1, true, 1, false, 4>(c);
     read_floor(c);
     q8x<F>(c);
     mmas<F>(c);
     release(c);
   }
-  if (getenv("GEMVBW_SKIP_MMA")) return;
   for (int m : {2, 4}) {  // the library only
     if (m == 2) {
-      Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c); library<Wt, 2, true, 2>(c);
+      Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c);
       mmas<F>(c);
       release(c);
     } else {
@@ -505,7 +494,6 @@ int main() {
   if (want("bf16")) {  // dense bf16, the library only
     Case c = make<Dense, 1>("bf16", 4096, 14336);
     library<Dense, 1>(c);
-    library<Dense, 1, true, 2>(c);
     read_floor(c);
     release(c);
     Case c8 = make<Dense, 8>("bf16", 4096, 14336);

@@ -81,10 +81,10 @@ template <class Wt, class T, int MT> constexpr int gemv_row_pitch() {
   constexpr int KS = gemv_slab<Wt, T, MT>();
   return (KS / gemv_block<Wt, T>() * gemv_block_bytes<Wt, T>() + 15) / 16 * 16;
 }
-template <class Wt, class T, int MT, int NS = 2> constexpr int gemv_smem_bytes() {
+template <class Wt, class T, int MT> constexpr int gemv_smem_bytes() {
   constexpr int KS = gemv_slab<Wt, T, MT>();
-  constexpr int sums = gemv_sums<Wt, T>() ? NS * MT * (KS / 16) * 4 : 0;
-  return NS * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + NS * kGemvRows * gemv_row_pitch<Wt, T, MT>();
+  constexpr int sums = gemv_sums<Wt, T>() ? 2 * MT * (KS / 16) * 4 : 0;
+  return 2 * MT * (KS / gemv_xchunk<Wt>() * gemv_xpitch<Wt>()) * 4 + sums + 2 * kGemvRows * gemv_row_pitch<Wt, T, MT>();
 }
 
 // n (<= 16) elements of T from shared memory (16-byte aligned) as floats, zeros past n.
@@ -142,41 +142,31 @@ template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>
 
 // Ahead: a lane loads the words of all its units of a slab before the first dot
 // (one row: two units), else unit by unit (a knob for scripts/cuda_gemv_bw.cu).
-// KG: groups of 8 warps a CTA (kGemvThreads * KG threads), each taking every KG-th
-// unit (chunk) of the same staged slab; their sums meet in shared memory at the end.
-// Math = false: the slabs are staged as usual but never read (a microbench's floor of the pipeline).
-// NS: slabs in the pipeline (NS - 1 in flight while one is used).
-template <class Wt, class T, int MT, bool Ahead = true, int KG = 1, bool Math = true, int NS = 2>
-__global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
+template <class Wt, class T, int MT, bool Ahead = true>
+__global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
   constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
   constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT>();
   constexpr int SS = kSums ? KS / 16 : 0;  // sums of 16 elements of x a slab row
   constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
   extern __shared__ __align__(16) uint8_t smem[];
-  float* xbuf = reinterpret_cast<float*>(smem);  // [NS][MT][XS]
-  float* sbuf = xbuf + NS * MT * XS;              // [NS][MT][SS]
-  uint8_t* wbuf = smem + NS * MT * (XS + SS) * 4;  // [NS][kGemvRows][WP]
-  constexpr int NT = kGemvThreads * KG;
-  const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) % (kGemvThreads / 32);
-  const int kg = int(threadIdx.x) / kGemvThreads;  // this warp's group: units kg, kg + KG, ... of a lane
+  float* xbuf = reinterpret_cast<float*>(smem);  // [2][MT][XS]
+  float* sbuf = xbuf + 2 * MT * XS;              // [2][MT][SS]
+  uint8_t* wbuf = smem + 2 * MT * (XS + SS) * 4;  // [2][kGemvRows][WP]
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   const int64_t K = p.w.cols, N = p.w.rows;
   const int64_t r0 = int64_t(blockIdx.x) * kGemvRows + warp * kGemvRowsPerWarp;  // this warp's first row
   const int mrows = int(p.m);
   const int64_t nslab = (K + KS - 1) / KS;
 
-  // W: each warp's rows of slab s into buffer buf (one cp.async group, empty past the last slab)
+  // W: each warp's rows of slab s into buffer buf (one cp.async group)
   auto stage_w = [&](int64_t s, int buf) {
-    if (s >= nslab) {
-      cp_async_commit();
-      return;
-    }
     const int64_t k0 = s * KS;
     const int kn = int(K - k0 < KS ? K - k0 : KS);
 #pragma unroll
     for (int j = 0; j < kGemvRowsPerWarp; ++j) {
       const int64_t r = r0 + j;
-      if (r < N && j % KG == kg)
+      if (r < N)
         stage_async(wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp + j) * WP,
                     p.w.data + r * p.w.data_stride + k0 / B * BB, kn / B * BB, lane, 32);
     }
@@ -185,8 +175,8 @@ __global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) ge
   // x: 8 consecutive elements of one row a thread and pass, loaded (xload)
   // into registers, then widened to f32 into a buffer (xstore) with, where the
   // dot needs them, the sums of each 16 (a pair of threads)
-  constexpr int XG = MT * (KS / 8), XPT = (XG + NT - 1) / NT;
-  static_assert(!kSums || XG % 32 == 0, "a warp takes a staging pass whole (shuffles)");
+  constexpr int XG = MT * (KS / 8), XPT = (XG + kGemvThreads - 1) / kGemvThreads;
+  static_assert(!kSums || XG % kGemvThreads == 0, "every lane takes each staging pass (shuffles)");
   constexpr bool kPre = XPT <= 2;  // few groups: their loads fly while the slab before is used
   XRaw<T> xr[XPT];
   auto xload = [&](int64_t s) {
@@ -194,7 +184,7 @@ __global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) ge
     const int kn = int(K - k0 < KS ? K - k0 : KS);
 #pragma unroll
     for (int i = 0; i < XPT; ++i) {
-      const int g = int(threadIdx.x) + i * NT;
+      const int g = int(threadIdx.x) + i * kGemvThreads;
       const int mm = g / (KS / 8), kk = (g - mm * (KS / 8)) * 8;
       xr[i] = mm < mrows && g < XG ? load8<T>(static_cast<const T*>(p.x) + mm * p.x_stride + k0 + kk, kn - kk, p.vec_x)
                                    : XRaw<T>{};
@@ -204,8 +194,8 @@ __global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) ge
     float* xb = xbuf + buf * MT * XS;
 #pragma unroll
     for (int i = 0; i < XPT; ++i) {
-      const int g = int(threadIdx.x) + i * NT;
-      if (XG % NT != 0 && g >= XG) break;
+      const int g = int(threadIdx.x) + i * kGemvThreads;
+      if (XG % kGemvThreads != 0 && g >= XG) break;
       const int mm = g / (KS / 8), kk = (g - mm * (KS / 8)) * 8;
       float v[8];
 #pragma unroll
@@ -237,46 +227,43 @@ __global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) ge
 #pragma unroll
       for (int c = 0; c < kP; ++c) part[j][mm][c] = 0.f;
 
-#pragma unroll
-  for (int i = 0; i < NS - 1; ++i) {
-    stage_w(i, i);
-    if (i < nslab) {
-      xload(i);
-      xstore(i);
-    }
+  if (nslab > 0) {
+    stage_w(0, 0);
+    xload(0);
+    xstore(0);
   }
   for (int64_t s = 0; s < nslab; ++s) {
-    const int buf = int(s % NS), nbuf = int((s + NS - 1) % NS);  // nbuf: slab s + NS - 1's, last read by slab s - 1
-    stage_w(s + NS - 1, nbuf);
-    if constexpr (kPre)
-      if (s + NS - 1 < nslab) xload(s + NS - 1);
-    cp_async_wait<NS - 1>();  // slab s's group (each later slab has its own, maybe empty)
+    const int buf = int(s & 1);
+    if (s + 1 < nslab) {
+      stage_w(s + 1, buf ^ 1);
+      if constexpr (kPre) xload(s + 1);
+    }
+    if (s + 1 < nslab) cp_async_wait<1>();
+    else cp_async_wait<0>();
     __syncthreads();  // slab s (bytes and x) visible to every warp
 
     const int64_t k0 = s * KS;
     const int kn = int(K - k0 < KS ? K - k0 : KS);
     const float* xb = xbuf + buf * MT * XS;
-    if constexpr (!Math) {
-      if (lane == 0) acc[0][0] += xb[warp] + float(wbuf[(buf * kGemvRows + warp * kGemvRowsPerWarp) * WP]);
-    } else if constexpr (kFast) {
+    if constexpr (kFast) {
       const uint8_t* rows = wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp) * WP;
       const float* sb = sbuf + buf * MT * SS;
-      constexpr int UL = KS / (32 * kDotUnit * KG);  // units a lane in a whole slab
+      constexpr int UL = KS / (32 * kDotUnit);  // units a lane in a whole slab
       if constexpr (Ahead && UL > 1) {  // every unit's words first, then the dots
         DotUnit<Wt::format> w[UL][kGemvRowsPerWarp];  // rows past N read stale bytes; their sums are dropped
 #pragma unroll
         for (int i = 0; i < UL; ++i)
-          if ((lane + 32 * (i * KG + kg)) * kDotUnit < kn)
+          if ((lane + 32 * i) * kDotUnit < kn)
 #pragma unroll
-            for (int j = 0; j < kGemvRowsPerWarp; ++j) w[i][j].load(rows + j * WP, lane + 32 * (i * KG + kg));
+            for (int j = 0; j < kGemvRowsPerWarp; ++j) w[i][j].load(rows + j * WP, lane + 32 * i);
 #pragma unroll
         for (int i = 0; i < UL; ++i) {
-          const int u = lane + 32 * (i * KG + kg);
+          const int u = lane + 32 * i;
           if (u * kDotUnit < kn)
             unit_dot<Wt::format, kGemvRowsPerWarp, MT, gemv_biased<T>()>(w[i], xb + u * XP, XS, sb + 2 * u, SS, acc);
         }
       } else {
-        for (int u = lane + 32 * kg; u * kDotUnit < kn; u += 32 * KG) {
+        for (int u = lane; u * kDotUnit < kn; u += 32) {
           DotUnit<Wt::format> w[kGemvRowsPerWarp];
 #pragma unroll
           for (int j = 0; j < kGemvRowsPerWarp; ++j) w[j].load(rows + j * WP, u);
@@ -284,7 +271,7 @@ __global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) ge
         }
       }
     } else {
-      for (int c = lane + 32 * kg; c * kChunk < kn; c += 32 * KG) {
+      for (int c = lane; c * kChunk < kn; c += 32) {
         const int krel = c * kChunk;
         float w[kGemvRowsPerWarp][kChunk];
 #pragma unroll
@@ -321,11 +308,11 @@ __global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) ge
         }
       }
     }
-    if (s + NS - 1 < nslab) {  // x buffer nbuf was last read by slab s - 1, before the barrier below it
-      if constexpr (!kPre) xload(s + NS - 1);
-      xstore(nbuf);
+    if (s + 1 < nslab) {  // x buffer buf ^ 1 was last read by slab s - 1, before the barrier below it
+      if constexpr (!kPre) xload(s + 1);
+      xstore(buf ^ 1);
     }
-    __syncthreads();  // slab s read before stage_w(s + NS) overwrites its bytes; x of s + NS - 1 visible
+    __syncthreads();  // slab s read before stage_w(s + 2) overwrites its bytes; x of s + 1 visible
   }
 
   if constexpr (!kFast) {
@@ -338,32 +325,13 @@ __global__ void __launch_bounds__(kGemvThreads * KG, gemv_min_ctas<Wt, MT>()) ge
         else acc[j][mm] = part[j][mm][0];
       }
   }
-  if constexpr (KG > 1) {  // groups 1.. hand their warp sums to group 0 (x's buffers are free: the loop's last barrier)
-    float* red = xbuf;  // [KG - 1][kGemvThreads / 32][kGemvRowsPerWarp][MT]
-    static_assert((KG - 1) * kGemvRows * MT <= NS * MT * XS, "the warp sums fit x's buffers");
-#pragma unroll
-    for (int j = 0; j < kGemvRowsPerWarp; ++j)
-#pragma unroll
-      for (int mm = 0; mm < MT; ++mm) {
-        acc[j][mm] = warp_sum(acc[j][mm]);
-        if (kg > 0 && lane == 0) red[(((kg - 1) * (kGemvThreads / 32) + warp) * kGemvRowsPerWarp + j) * MT + mm] = acc[j][mm];
-      }
-    __syncthreads();
-    if (kg > 0) return;
-#pragma unroll
-    for (int j = 0; j < kGemvRowsPerWarp; ++j)
-#pragma unroll
-      for (int mm = 0; mm < MT; ++mm)
-        for (int g = 1; g < KG; ++g)
-          acc[j][mm] += red[(((g - 1) * (kGemvThreads / 32) + warp) * kGemvRowsPerWarp + j) * MT + mm];
-  }
 #pragma unroll
   for (int j = 0; j < kGemvRowsPerWarp; ++j) {
     const int64_t r = r0 + j;
 #pragma unroll
     for (int mm = 0; mm < MT; ++mm) {
       if (MT > 1 && mm >= mrows) break;
-      float v = KG > 1 ? acc[j][mm] : warp_sum(acc[j][mm]);
+      float v = warp_sum(acc[j][mm]);
       if (lane == 0 && r < N) {
         if (p.bias) v += in_f32(static_cast<const T*>(p.bias)[r]);
         static_cast<T*>(p.out)[mm * p.out_stride + r] = out_of<T>(v);
