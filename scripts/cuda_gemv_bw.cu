@@ -11,8 +11,8 @@
 // are compared with the library's output by their largest difference.
 // GEMVBW_ONLY=name runs one case (scripts/ncu_gemv.sh); GEMVBW_DUMP=dir writes
 // each library output, so two builds (two commits) can be compared with cmp.
-// K split over CTAs (no merge) timed at RECORD and removed; knobs timed at 467ff6e and removed (docs/performance.md, 2026-12-07 07:37-08:00): warp groups a CTA,
-// the staging alone (no dot), 3-4 slabs in the pipeline.
+// Knobs timed at 467ff6e / 5a4d060 and removed (docs/performance.md, 2026-12-07 07:37-08:12): warp groups a CTA,
+// the staging alone (no dot), 3-4 slabs in the pipeline, K split over 2 / 4 CTAs.
 // Tried and dropped (docs/performance.md, history): a cp.async ring a warp ("pipe", 20274e9), a
 // 4096-element slab at one row (a260282), 3 CTAs an SM and W by the copy engine (2026-12-06), and
 // once more a ring a warp with x staged once for all of K, 16 warps a CTA (1024 / 2048 / 3072-element
@@ -372,7 +372,6 @@ template <class Fm, int S, int WKB> void mma(Case& c) {
 }
 // the mma variants of a format (none where there is no policy)
 template <QFormat F> void mmas(Case& c) {
-  if (getenv("GEMVBW_SKIP_MMA")) return;  // GEMVBW_SKIP_MMA=1: the SIMT GEMV at one row only
   if constexpr (F == QFormat::q4_0) { mma<MmaQ4_0, 4, 8>(c); mma<MmaQ4_0, 3, 16>(c); }
   if constexpr (F == QFormat::q4_K) { mma<MmaQ4_K, 4, 1>(c); mma<MmaQ4_K, 3, 2>(c); }
 }
@@ -419,36 +418,6 @@ void release(Case& c) {
   CK(cudaFree(c.x)); CK(cudaFree(c.out));
 }
 
-// KSPLIT ranges of K, one CTA each a row group (gemv_kernel's KSPLIT): the partial sums summed on the
-// host and compared with the library's output (bf16 partials: ~1e-2 relative expected).
-template <class Wt, int KSPLIT> void ksplit(Case& c) {
-  auto k = gemv_kernel<Wt, T, 1, true, KSPLIT>;
-  constexpr int bytes = gemv_smem_bytes<Wt, T, 1>();
-  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  T* outs;
-  CK(cudaMalloc(&outs, 2 * KSPLIT * c.n));
-  char what[80];
-  snprintf(what, sizeof what, "K split %d, no merge (%dKB, %d/SM)", KSPLIT, bytes / 1024, per_sm(k, bytes));
-  const dim3 grid(unsigned((c.n + kGemvRows - 1) / kGemvRows), KSPLIT);
-  c.report(what, time_it([&](int s) {
-    MmParams p = c.params(s);
-    p.out = outs;
-    k<<<grid, kGemvThreads, bytes>>>(p);
-  }));
-  std::vector<uint16_t> got(KSPLIT * c.n);
-  CK(cudaMemcpy(got.data(), outs, 2 * KSPLIT * c.n, cudaMemcpyDeviceToHost));
-  auto f = [](uint16_t h) { uint32_t u = uint32_t(h) << 16; float v; memcpy(&v, &u, 4); return v; };
-  double dmax = 0, rmax = 0;
-  for (int64_t i = 0; i < c.n; ++i) {
-    double t = 0;
-    for (int y = 0; y < KSPLIT; ++y) t += f(got[y * c.n + i]);
-    dmax = std::max(dmax, std::fabs(t - f(c.ref[i])));
-    rmax = std::max(rmax, double(std::fabs(f(c.ref[i]))));
-  }
-  printf("  K split %d: max |sum of partials - library| %.3g, max |library| %.3g (%.2g)\n", KSPLIT, dmax, rmax, dmax / rmax);
-  CK(cudaFree(outs));
-}
-
 // The weight's bytes read once by read16 (cuda_bw.cuh), launch and tail included: the floor of
 // a GEMV of this size (a large copy's rate is out of reach of a 10-30 us kernel).
 void read_floor(Case& c) {
@@ -491,13 +460,11 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
     if constexpr (gemv_fast<Wt>()) library<Wt, 1, false>(c);
-    if constexpr (gemv_fast<Wt>()) { ksplit<Wt, 2>(c); ksplit<Wt, 4>(c); }
     read_floor(c);
     q8x<F>(c);
     mmas<F>(c);
     release(c);
   }
-  if (getenv("GEMVBW_SKIP_MMA")) return;
   for (int m : {2, 4}) {  // the library only
     if (m == 2) {
       Case c = make<Wt, 2>(name, n, k); library<Wt, 2>(c);

@@ -142,21 +142,11 @@ template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>
 
 // Ahead: a lane loads the words of all its units of a slab before the first dot
 // (one row: two units), else unit by unit (a knob for scripts/cuda_gemv_bw.cu).
-// KSPLIT (an experiment; GGML block formats only): CTA (x, y) takes the y-th of KSPLIT ranges of
-// whole slabs of K and writes its partial sums at out + y * N (no merge).
-template <class Wt, class T, int MT, bool Ahead = true, int KSPLIT = 1>
-__global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams pin) {
+template <class Wt, class T, int MT, bool Ahead = true>
+__global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
   constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
   constexpr int KS = gemv_slab<Wt, T, MT>(), XS = KS / XC * XP, WP = gemv_row_pitch<Wt, T, MT>();
-  MmParams p = pin;
-  if constexpr (KSPLIT > 1) {
-    const int64_t per = ((pin.w.cols + KS - 1) / KS + KSPLIT - 1) / KSPLIT * KS, kb = int64_t(blockIdx.y) * per;
-    p.w.data += kb / gemv_block<Wt, T>() * gemv_block_bytes<Wt, T>();
-    p.x = static_cast<const T*>(pin.x) + kb;
-    p.w.cols = pin.w.cols - kb < per ? pin.w.cols - kb : per;
-    p.out = static_cast<T*>(pin.out) + int64_t(blockIdx.y) * pin.w.rows;
-  }
   constexpr int SS = kSums ? KS / 16 : 0;  // sums of 16 elements of x a slab row
   constexpr int B = gemv_block<Wt, T>(), BB = gemv_block_bytes<Wt, T>();
   extern __shared__ __align__(16) uint8_t smem[];
