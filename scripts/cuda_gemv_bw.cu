@@ -11,7 +11,7 @@
 // are compared with the library's output by their largest difference.
 // GEMVBW_ONLY=name runs one case (scripts/ncu_gemv.sh); GEMVBW_DUMP=dir writes
 // each library output, so two builds (two commits) can be compared with cmp.
-// Knobs timed at 467ff6e / 5a4d060 and removed (docs/performance.md, 2026-12-07 07:37-08:12): warp groups a CTA,
+// Knobs timed at 467ff6e / 5a4d060 and removed (docs/performance.md, 2026-12-07 07:38-08:11): warp groups a CTA,
 // the staging alone (no dot), 3-4 slabs in the pipeline, K split over 2 / 4 CTAs.
 // Tried and dropped (docs/performance.md, history): a cp.async ring a warp ("pipe", 20274e9), a
 // 4096-element slab at one row (a260282), 3 CTAs an SM and W by the copy engine (2026-12-06), and
