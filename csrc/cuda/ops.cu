@@ -190,26 +190,6 @@ template <class T> void embedding_dispatch(const EmbeddingArgs& a, EmbeddingPara
 }
 
 // ------------------------------------------------------------------ hadamard
-// Raises `kernel`'s dynamic shared-memory limit to `bytes` where the 48 KB
-// default is not enough; once per (kernel, device), raised again if a later
-// call needs more. A GPU that offers less gets a RuntimeError naming both.
-void allow_shared(const void* kernel, int device, int bytes) {
-  if (bytes <= 48 * 1024) return;
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, int> granted;
-  std::lock_guard<std::mutex> lock(mu);
-  int& have = granted[{kernel, device}];
-  if (have >= bytes) return;
-  int optin = 0;
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
-  if (bytes > optin)
-    throw std::runtime_error("braze CUDA backend: hadamard: rows of this length stage " + std::to_string(bytes) +
-                             " bytes of shared memory per block; this GPU offers " + std::to_string(optin));
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-        "hadamard: cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-  have = bytes;
-}
-
 struct HadamardLaunch {
   unsigned grid, block;
   int smem;
@@ -218,7 +198,7 @@ struct HadamardLaunch {
 template <class T, int E, int V>
 void hadamard_launch(const HadamardParams& p, const HadamardLaunch& l, int device, cudaStream_t s) {
   const auto kernel = p.M > 1 ? hadamard_kernel<T, E, V, true> : hadamard_kernel<T, E, V, false>;
-  allow_shared(reinterpret_cast<const void*>(kernel), device, l.smem);
+  allow_smem(reinterpret_cast<const void*>(kernel), l.smem, device, "hadamard");
   kernel<<<l.grid, l.block, size_t(l.smem), s>>>(p);
 }
 
@@ -281,14 +261,14 @@ void hadamard_split_launch(HadamardParams p, HadamardLaunch l, bool prefetch, in
   if (prefetch) {
     const auto kernel = hadamard_split_kernel<T, E, LG, true>;
     l.smem += int(int64_t(p.R) * (E << LG) * int64_t(sizeof(T)));  // the raw staging
-    allow_shared(reinterpret_cast<const void*>(kernel), device, l.smem);
+    allow_smem(reinterpret_cast<const void*>(kernel), l.smem, device, "hadamard");
     const int64_t resident =
         int64_t(sm_count(device)) * resident_blocks(reinterpret_cast<const void*>(kernel), int(l.block), l.smem, device);
     l.grid = unsigned(std::min<int64_t>(p.groups, resident));
     kernel<<<l.grid, l.block, size_t(l.smem), s>>>(p);
   } else {
     const auto kernel = hadamard_split_kernel<T, E, LG, false>;
-    allow_shared(reinterpret_cast<const void*>(kernel), device, l.smem);
+    allow_smem(reinterpret_cast<const void*>(kernel), l.smem, device, "hadamard");
     kernel<<<l.grid, l.block, size_t(l.smem), s>>>(p);
   }
 }

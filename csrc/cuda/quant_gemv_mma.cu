@@ -2,10 +2,6 @@
 // applicability checks and the launch (16 rows of W a CTA).
 #include "cuda/quant_gemv_mma.h"
 
-#include <map>
-#include <mutex>
-#include <utility>
-
 #include "cuda/quant/gemv_mma.cuh"
 #include "cuda/runtime.cuh"
 
@@ -16,20 +12,10 @@ namespace {
 using braze::quant::QFormat;
 using quant::MmParams;
 
-void allow_smem_once(const void* kernel, int bytes, int device) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, bool> done;
-  std::lock_guard<std::mutex> lock(mu);
-  bool& d = done[{kernel, device}];
-  if (d) return;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "cudaFuncSetAttribute");
-  d = true;
-}
-
 template <QFormat F, class T, int NT, int S, int KS> void launch(const MmParams& p, int device, cudaStream_t s) {
   auto k = quant::gemv_mma_kernel<F, T, 16, NT, S, KS>;
   constexpr int bytes = quant::gemv_mma_smem_bytes<F, 16, NT, S, KS>();
-  allow_smem_once(reinterpret_cast<const void*>(k), bytes, device);
+  allow_smem(reinterpret_cast<const void*>(k), bytes, device, "quant.matmul (tensor-core GEMV)");
   k<<<unsigned((p.w.rows + 15) / 16), quant::kGemvMmaThreads, bytes, s>>>(p);
 }
 

@@ -9,8 +9,6 @@
 // the codecs' reference arithmetic (W itself still decodes through the codecs).
 #pragma once
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -34,21 +32,10 @@ using braze::quant::QFormat;
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline bool aligned(const void* p, unsigned n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
-// Lets `kernel` take `bytes` of dynamic shared memory on the current device (once per kernel and device).
-inline void allow_smem(const void* kernel, int bytes, int device) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, int> done;
-  std::lock_guard<std::mutex> lock(mu);
-  int& have = done[{kernel, device}];
-  if (have >= bytes) return;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "cudaFuncSetAttribute");
-  have = bytes;
-}
-
 template <class Wt, class T, int MT> void gemv_launch(const MmParams& p, int device, cudaStream_t s) {
   auto k = gemv_kernel<Wt, T, MT>;
   constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
-  allow_smem(reinterpret_cast<const void*>(k), bytes, device);
+  allow_smem(reinterpret_cast<const void*>(k), bytes, device, "quant.matmul (GEMV)");
   k<<<unsigned(ceil_div(p.w.rows, kGemvRows)), kGemvThreads, bytes, s>>>(p);
 }
 

@@ -66,6 +66,22 @@ int smem_optin(int device) {
   return device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, device, cache);
 }
 
+void allow_smem(const void* kernel, int bytes, int device, const char* what) {
+  if (bytes <= 48 * 1024) return;
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> granted;
+  std::lock_guard<std::mutex> lock(mu);
+  int& have = granted[{kernel, device}];
+  if (have >= bytes) return;
+  const int optin = smem_optin(device);
+  if (bytes > optin)
+    throw std::runtime_error(std::string("braze CUDA backend: ") + what + ": a block needs " + std::to_string(bytes) +
+                             " bytes of shared memory; this GPU offers " + std::to_string(optin));
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+        (std::string(what) + ": cudaFuncSetAttribute(MaxDynamicSharedMemorySize)").c_str());
+  have = bytes;
+}
+
 int blocks_per_sm(const void* kernel, int threads, int device) {
   static std::mutex mu;
   static std::map<std::tuple<const void*, int, int>, int> cache;

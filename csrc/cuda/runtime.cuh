@@ -50,6 +50,12 @@ int sm_count(int device);
 int cc_major(int device);
 int smem_optin(int device);
 
+// Raises `kernel`'s dynamic shared-memory limit on `device` (the current one) to
+// `bytes` where the 48 KB default is not enough: once per (kernel, device), again
+// if a later launch needs more. A GPU that offers less: std::runtime_error naming
+// `what` and both sizes.
+void allow_smem(const void* kernel, int bytes, int device, const char* what);
+
 // kernel<<<grid, block, 0, s>>>(args...) in clusters of `cluster` CTAs along
 // x (sm_90+; grid a multiple of cluster, at most 8 per cluster).
 template <class... P, class... A>
