@@ -174,22 +174,21 @@ template <class T> bool flash_ok(const AttendParams& p, int64_t dim) {
          (p.mode == kRagged || p.block_size <= INT_MAX);
 }
 
-template <class T, int D> void flash_launch(const AttendParams& p, cudaStream_t s) {
+template <class T, int D> void flash_launch(const AttendParams& p, int device, cudaStream_t s) {
   const size_t smem = flash_smem_bytes<D>();
-  check(cudaFuncSetAttribute(flash_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-        "attention prefill shared memory");
+  allow_smem(reinterpret_cast<const void*>(flash_kernel<T, D>), int(smem), device, "attention prefill");
   const int64_t ctas = ceil_div(p.tokens, kFlashRows) * p.q_heads;
   if (ctas > INT_MAX) throw ValueError("too many tokens x heads for one CUDA prefill");
   flash_kernel<T, D><<<unsigned(ctas), kFlashThreads, smem, s>>>(p);
   check_launch("attention prefill");
 }
 
-template <class T> void flash_typed(const AttendParams& p, int64_t dim, cudaStream_t s) {
+template <class T> void flash_typed(const AttendParams& p, int64_t dim, int device, cudaStream_t s) {
   switch (dim) {
-    case 64: return flash_launch<T, 64>(p, s);
-    case 80: return flash_launch<T, 80>(p, s);
-    case 96: return flash_launch<T, 96>(p, s);
-    default: return flash_launch<T, 128>(p, s);
+    case 64: return flash_launch<T, 64>(p, device, s);
+    case 80: return flash_launch<T, 80>(p, device, s);
+    case 96: return flash_launch<T, 96>(p, device, s);
+    default: return flash_launch<T, 128>(p, device, s);
   }
 }
 
@@ -203,10 +202,9 @@ bool flash(DType t, const AttendParams& p, int64_t dim, int64_t kv_heads, int de
   if (attn_tc90_enabled() && prefill_tc90(t, p, dim, kv_heads, device, s)) return true;
 #else
   (void)kv_heads;
-  (void)device;
 #endif
-  if (t == DType::f16 && flash_ok<__half>(p, dim)) return flash_typed<__half>(p, dim, s), true;
-  if (t == DType::bf16 && flash_ok<__nv_bfloat16>(p, dim)) return flash_typed<__nv_bfloat16>(p, dim, s), true;
+  if (t == DType::f16 && flash_ok<__half>(p, dim)) return flash_typed<__half>(p, dim, device, s), true;
+  if (t == DType::bf16 && flash_ok<__nv_bfloat16>(p, dim)) return flash_typed<__nv_bfloat16>(p, dim, device, s), true;
   return false;
 }
 
@@ -239,11 +237,9 @@ int decode_ctas_per_sm(const void* kernel, size_t smem, int device) {
   const auto key = std::make_pair(kernel, device);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  int optin = 0, n = 0;
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
-  if (size_t(optin) >= smem) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-          "attention decode shared memory");
+  int n = 0;
+  if (size_t(smem_optin(device)) >= smem) {
+    allow_smem(kernel, int(smem), device, "attention decode");
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kDecThreads, smem),
           "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   }

@@ -9,7 +9,6 @@
 
 #include <climits>
 #include <cmath>
-#include <mutex>
 
 #include "cuda/attention/flash_tc90.cuh"
 #include "cuda/runtime.cuh"
@@ -44,16 +43,7 @@ bool tensor_map(CUtensorMap& map, bool f16, const void* ptr, int64_t tokens, int
 template <class T, bool Cap>
 void launch(const CUtensorMap (&m)[3], const AttendParams& p, int device, cudaStream_t s) {
   auto kernel = flash_tc90_kernel<T, 0, Cap>;
-  static std::mutex mu;
-  static bool sized[64] = {};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!sized[device & 63]) {
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTc90AttnSmem),
-            "attention prefill (wgmma) shared memory");
-      sized[device & 63] = true;
-    }
-  }
+  allow_smem(reinterpret_cast<const void*>(kernel), kTc90AttnSmem, device, "attention prefill (wgmma)");
   const int64_t ctas = (p.tokens + kTc90AttnRows - 1) / kTc90AttnRows * p.q_heads;
   kernel<<<unsigned(ctas), kTc90AttnThreads, kTc90AttnSmem, s>>>(m[0], m[1], m[2], p);
   check_launch("attention prefill (wgmma)");

@@ -3,8 +3,6 @@
 // memory, the grid of 128 x 256 tiles (128 x 128 promoted). Built for sm_90a only (CMakeLists.txt).
 #include <cuda.h>
 
-#include <mutex>
-
 #include "cuda/quant/gemm_tc90.cuh"
 #include "cuda/quant_tc90.h"
 #include "cuda/runtime.cuh"
@@ -38,16 +36,7 @@ CUtensorMap tensor_map(Tc90In in, const void* p, int64_t rows, int64_t k, int64_
 template <class In, class Out, bool Promote> void launch(const Tc90Args& a, int device, cudaStream_t s) {
   using Tile = quant::Tc90Tile<Promote>;
   auto kernel = quant::gemm_tc90_kernel<In, Out, Promote>;
-  static std::mutex mu;
-  static bool sized[64] = {};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!sized[device & 63]) {
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::smem),
-            "cudaFuncSetAttribute");
-      sized[device & 63] = true;
-    }
-  }
+  allow_smem(reinterpret_cast<const void*>(kernel), Tile::smem, device, "quant matmul (wgmma GEMM)");
   const CUtensorMap mx = tensor_map(a.in, a.x, a.m, a.k, a.x_stride, kTc90BM);
   const CUtensorMap mw = tensor_map(a.in, a.w, a.n, a.k, a.w_stride, Tile::bn);
   const int64_t es = int64_t(sizeof(Out));
