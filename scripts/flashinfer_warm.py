@@ -1,12 +1,15 @@
 """FlashInfer on the GPU machine (scripts/flashinfer_carry.sh): compile the JIT modules the `braze bench`
 attention peers use (bf16, Hq 32 / Hkv 8, D 128, pages of 16), check them against the torch peers, and time
 each once (CUDA events, a sanity figure only). Run from the repository root: python scripts/flashinfer_warm.py"""
-import importlib.util, math, sys, time
+import importlib.util
+import time
+
 import torch
 
 spec = importlib.util.spec_from_file_location("peers_attn", "python/braze/bench/peers/attention.py")
-pa = importlib.util.module_from_spec(spec); spec.loader.exec_module(pa)
-import flashinfer
+pa = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pa)
+import flashinfer  # noqa: E402  (after the peers: they import nothing at load)
 print("flashinfer", flashinfer.__version__, "torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
 dev, dt = "cuda", torch.bfloat16
 hq, hkv, d, bs = 32, 8, 128, 16
