@@ -13,6 +13,8 @@
 //
 // nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I csrc -I shaders -I scripts \
 //   scripts/cuda_attn_wgmma.cu -o /tmp/attnw
+// ATTNW_ONE="8192 full" /tmp/attnw: one length (causal unless "full"), timed only, schedules 0 / 1 / 2
+// (e.g. under ncu -k regex:flash_tc90 --launch-count 1).
 // (cuda/tc90.h's encoder lookup needs cuda/runtime.cuh's cc_major only in a function this never calls.)
 #define BRAZE_TC90_SPIN_TRIES (1u << 26)
 #include <cuda.h>
@@ -22,6 +24,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "cuda/attention/flash.cuh"
 #include "cuda/attention/flash_tc90.cuh"
@@ -458,6 +461,10 @@ int main() {
   CK(cudaHostGetDevicePointer(&dhang, g_hang, 0));
   CK(cudaMemcpyToSymbol(tc90::tc90_hang, &dhang, sizeof(dhang)));
   using bf16 = __nv_bfloat16;
+  if (const char* one = getenv("ATTNW_ONE")) {  // "T" or "T full": that length alone, timed, every schedule (for ncu)
+    const bool full = strstr(one, "full") != nullptr;
+    return run<bf16>({atoi(one)}, !full, false, true, {0, 1, 2}) ? 1 : 0;
+  }
   int64_t bad = 0;
   // T 1024 (with the GEMM unit checks first), T 1000 (a tile past T), f16; then T 4096 checked and timed,
   // then the other lengths timed

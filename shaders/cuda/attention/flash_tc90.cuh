@@ -46,7 +46,12 @@
 
 namespace braze::cuda::attn {
 
-constexpr int kTc90AttnRows = 128, kTc90AttnKeys = 128, kTc90AttnStages = 2, kTc90AttnThreads = 384;
+#ifndef BRAZE_TC90_ATTN_STAGES
+// K / V stages in the ring (scripts/cuda_attn_wgmma.cu can build with 3: 224 KB of tiles)
+#define BRAZE_TC90_ATTN_STAGES 2
+#endif
+constexpr int kTc90AttnRows = 128, kTc90AttnKeys = 128, kTc90AttnStages = BRAZE_TC90_ATTN_STAGES;
+constexpr int kTc90AttnThreads = 384;
 constexpr int kTc90AttnD = 128;
 constexpr uint32_t kTc90AttnHalf = 128 * 128;                // bytes: 128 rows x 64 elements
 constexpr uint32_t kTc90AttnTile = 2 * kTc90AttnHalf;       // one 128-row tile of Q, K or V
