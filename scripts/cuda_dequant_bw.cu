@@ -21,6 +21,29 @@
 #include "cuda/quant/dequant.cuh"
 #include "cuda_bw.cuh"
 
+namespace braze::cuda::quant {
+// (The library's staging before its two-buffer kernel; the reference and the variants below use it.)
+// The block's threads copy n bytes of global src to shared dst: 16-byte
+// vectors where src is 16-byte aligned, 4-byte words where 4-aligned, else bytes.
+__device__ __forceinline__ void stage_bytes(uint8_t* dst, const uint8_t* src, int n) {
+  const int t = threadIdx.x, nt = blockDim.x;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  int done = 0;
+  if ((a & 15u) == 0) {
+    const int nv = n >> 4;
+    for (int i = t; i < nv; i += nt)
+      reinterpret_cast<uint4*>(dst)[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+    done = nv << 4;
+  } else if ((a & 3u) == 0) {
+    const int nv = n >> 2;
+    for (int i = t; i < nv; i += nt)
+      reinterpret_cast<uint32_t*>(dst)[i] = __ldg(reinterpret_cast<const unsigned int*>(src) + i);
+    done = nv << 2;
+  }
+  for (int i = done + t; i < n; i += nt) dst[i] = __ldg(src + i);
+}
+}  // namespace braze::cuda::quant
+
 // ---------------------------------------------------------------- reference
 // The library's dequantize kernel as of c67ad08 (shaders/cuda/quant/dequant.cuh):
 // every format through the codecs' decode_chunk (the library's, unchanged since),
@@ -29,7 +52,6 @@
 namespace braze::cuda::quant::ref {
 
 using namespace braze::quant;
-
 
 // decode_chunk of a chunk of a staged tile (16-byte aligned), fp8 through
 // fp8x16_times; the matmuls read unaligned rows and keep decode_chunk.

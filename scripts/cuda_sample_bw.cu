@@ -86,6 +86,14 @@ using braze::sampling::SampleArgs;
 constexpr int kCols = 128256, kCold = 41, kWarm = 50, kReps = 7;
 constexpr int kRot = 256, kRowStride = kCols + 64;  // 256 row copies: 131 MB, past any L2
 
+// The value every CTA of the cluster gets from op over all CTAs' v (in rank order), through `slot`
+// (one slot per call site: each is posted once); the library's Ctx::across of that time.
+template <int NT, bool kC, class Op> __device__ u64 across(Ctx<NT, kC>& cx, u64* slot, u64 v, Op op) {
+  if (threadIdx.x == 0) *slot = v;
+  cluster_sync();
+  return cx.combine(slot, op);
+}
+
 // ---------------------------------------------------------------- instrumented copy of sample_row
 // (the form of 35fb9e8: the max and the bound through two cluster barriers, the
 // list selects by radix levels; kth_key and the gather are the library's.)
@@ -93,7 +101,7 @@ template <int NT, int V, bool kC, class T> __device__ RowMax row_max_of(Ctx<NT, 
   const RowMax own = row_max<NT, V>(row + cx.c0, cx.n, cx.br);
   const bool plain = own.best != ~0ull && own.best != 0;  // NaN and "nothing" combine as they are
   const u64 mine = plain ? (own.best & ~0xffffffffull) | ~(u32(cx.c0) + own.first) : own.best;
-  const u64 best = cx.across(&cx.sm.post_best, mine, [](u64 a, u64 b) { return a > b ? a : b; });
+  const u64 best = across(cx, &cx.sm.post_best, mine, [](u64 a, u64 b) { return a > b ? a : b; });
   const float m = float_of(u32(best >> 32));
   return {best != ~0ull && best != 0 && isfinite(m), m, own.tm, ~u32(best), best};
 }
@@ -138,8 +146,8 @@ __device__ Drawn sample_row_upto(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r
         low = s.prefix;
       }
       if constexpr (kC) {
-        const u64 b = cx.across(&cx.sm.post_bound, known ? (u64(1) << 32) | low : 0ull,
-                                [](u64 a, u64 c) { return a > c ? a : c; });
+        const u64 b = across(cx, &cx.sm.post_bound, known ? (u64(1) << 32) | low : 0ull,
+                             [](u64 a, u64 c) { return a > c ? a : c; });
         if (!b) none = true;
         low = u32(b);
       } else if (!known) {

@@ -100,26 +100,6 @@ template <class T, int N, bool Vec> __device__ __forceinline__ void load_n(const
   }
 }
 
-// The block's threads copy n bytes of global src to shared dst: 16-byte
-// vectors where src is 16-byte aligned, 4-byte words where 4-aligned, else bytes.
-__device__ __forceinline__ void stage_bytes(uint8_t* dst, const uint8_t* src, int n) {
-  const int t = threadIdx.x, nt = blockDim.x;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
-  int done = 0;
-  if ((a & 15u) == 0) {
-    const int nv = n >> 4;
-    for (int i = t; i < nv; i += nt)
-      reinterpret_cast<uint4*>(dst)[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
-    done = nv << 4;
-  } else if ((a & 3u) == 0) {
-    const int nv = n >> 2;
-    for (int i = t; i < nv; i += nt)
-      reinterpret_cast<uint32_t*>(dst)[i] = __ldg(reinterpret_cast<const unsigned int*>(src) + i);
-    done = nv << 2;
-  }
-  for (int i = done + t; i < n; i += nt) dst[i] = __ldg(src + i);
-}
-
 // x / s with x86's NaN rules, which the CPU kernels follow and the encoders
 // see through a NaN's sign: a NaN operand comes back (x's first), and an
 // invalid operation (inf / inf, 0 / 0) gives the negative default NaN, where

@@ -71,13 +71,6 @@ template <int NT, bool kC = false> struct Ctx {
       n = min(cols - c0, per);
     }
   }
-  // The value every CTA of the cluster gets from op over all CTAs' v (in rank
-  // order), through `slot` (one slot per call site: each is posted once).
-  template <class Op> __device__ u64 across(u64* slot, u64 v, Op op) {
-    if (threadIdx.x == 0) *slot = v;
-    cluster_sync();
-    return combine(slot, op);
-  }
   // Two values through one barrier: *a over post_best, *b over post_bound.
   template <class OpA, class OpB> __device__ void across2(u64* a, OpA opa, u64* b, OpB opb) {
     if (threadIdx.x == 0) {
