@@ -28,25 +28,39 @@ def test_torch_peer_matches_reference(name):
                 assert res.ok, f"{name} {shape} {case}: {res.message}"
 
 
-@pytest.mark.parametrize("name", ["prefill", "prefill_paged"])
+# (position of cu_seqlens / kv_lens among the inputs, the length to move) per attention op
+_LENGTHS = {"decode": (4, "kv_lens"), "prefill": (3, "cu"), "prefill_paged": (4, "cu")}
+
+
+@pytest.mark.parametrize("name", sorted(_LENGTHS))
 def test_attention_peer_reads_lengths_once(name):
-    """The prefill peers read cu_seqlens / kv_lens on the host once per input set (not on every timed call),
-    and still see a set whose lengths were changed in place."""
+    """The attention peers read cu_seqlens / kv_lens on the host once per input set (not in every timed
+    call), and still see lengths changed in place, or new lengths in a tensor that may reuse freed memory."""
     from braze.bench.peers import attention as pa
 
     spec = _spec.get(name)
     fn = pa.torch_ops[name]
-    shape = spec.shapes[1]
-    args, kw = spec.make_inputs(tuple(shape), "float32", np.random.default_rng(1), {}, False)
+    args, kw = spec.make_inputs(tuple(spec.shapes[1]), "float32", np.random.default_rng(1), {}, False)
     targs = [_torch(a) for a in args]
-    cu = targs[4] if name == "prefill_paged" else targs[3]
-    for _ in range(2):  # the second call takes the lengths from the cache
+    pos, what = _LENGTHS[name]
+
+    def check():
         out = fn(*targs, **kw)
-        ref = spec.reference(*[testing.to_numpy64(a) if isinstance(a, np.ndarray) else a for a in args], **kw)
+        host = [a.numpy() if isinstance(a, torch.Tensor) else a for a in targs]
+        ref = spec.reference(*[testing.to_numpy64(a) if isinstance(a, np.ndarray) else a for a in host], **kw)
         assert testing.compare(out, ref, spec.tolerance("float32")).ok
-    # one sequence's queries moved to its neighbour, in place: the peer reads the new lengths
-    cu[1] -= 1
-    args = [a.numpy() if isinstance(a, torch.Tensor) else a for a in targs]
-    out = fn(*targs, **kw)
-    ref = spec.reference(*[testing.to_numpy64(a) if isinstance(a, np.ndarray) else a for a in args], **kw)
-    assert testing.compare(out, ref, spec.tolerance("float32")).ok
+
+    check()
+    check()  # the lengths from the cache
+    if what == "cu":
+        targs[pos][1] -= 1  # in place: one query of the first sequence moves to the second
+    else:
+        targs[pos][0] -= 1  # in place: the first sequence loses its last key
+    check()
+    fresh = targs[pos].clone()  # new values in a new tensor, the old one freed
+    if what == "cu":
+        fresh[1] += 1  # the query moves back
+    else:
+        fresh[-1] -= 1
+    targs[pos] = fresh
+    check()

@@ -32,10 +32,38 @@ def _sdpa(q, k, v, causal, scale):
     return o.transpose(-3, -2) if batched else o[0].transpose(0, 1)
 
 
+class _OncePerInputs:
+    """What a peer computes once per input set, outside its timed calls, as an engine does once per step
+    (host copies of sequence lengths, so that no timed call waits on a device-to-host read and pays the
+    host's whole per-call overhead, cuDNN's included; FlashInfer's plans). Keyed by the index tensors it
+    is computed from, which each entry keeps alive (no later input can take their addresses while the
+    entry exists), with their version counters (an in-place change) and `extra`, what else it depends on."""
+
+    def __init__(self, size):
+        self.size, self.entries = size, {}
+
+    def get(self, tensors, make, extra=()):
+        key = tuple((t.data_ptr(), tuple(t.shape), str(t.dtype), t._version) for t in tensors) + tuple(extra)
+        if key not in self.entries:
+            if len(self.entries) >= self.size:
+                self.entries.clear()
+            self.entries[key] = (tensors, make())
+        return self.entries[key][1]
+
+
+_lengths = _OncePerInputs(64)
+
+
+def _host_ints(t):
+    """t's values (cu_seqlens, kv_lens) as Python ints, read once per input set."""
+    return _lengths.get((t,), lambda: [int(c) for c in t.tolist()])
+
+
 def _gathered(cache, table, lens):
-    """[B, L, Hkv, D] of a batch whose sequences all hold L = lens[0] tokens, or None when ragged."""
-    length = int(lens[0])
-    if not bool((lens == length).all()):
+    """[B, L, Hkv, D] of a batch whose sequences all hold L = lens[0] tokens (lens: host ints), or None
+    when ragged."""
+    length = lens[0]
+    if any(n != length for n in lens):
         return None
     bs = cache.shape[1]
     nblk = (length + bs - 1) // bs
@@ -53,37 +81,23 @@ def decode(q, k_cache, v_cache, block_table, kv_lens, **kw):
     import torch
 
     scale = _plain(**kw)
-    k = _gathered(k_cache, block_table, kv_lens)
+    lens = _host_ints(kv_lens)
+    k = _gathered(k_cache, block_table, lens)
     if k is not None:
-        v = _gathered(v_cache, block_table, kv_lens)
+        v = _gathered(v_cache, block_table, lens)
         return _sdpa(q[:, None], k, v, False, scale)[:, 0]
     outs = []
     for b in range(q.shape[0]):
-        n = int(kv_lens[b])
+        n = lens[b]
         outs.append(_sdpa(q[b:b + 1], _one(k_cache, block_table[b], n), _one(v_cache, block_table[b], n), False, scale))
     return torch.cat(outs)
-
-
-_host = {}
-
-
-def _host_ints(t, tokens):
-    """t's values as Python ints, read once per input set: an engine keeps its sequence lengths on the host,
-    so the timed calls of a peer do not wait on a device-to-host read (which would add the host's whole
-    per-call overhead, e.g. cuDNN's, to the GPU time). Keyed by the buffer, its token count and version."""
-    key = (t.data_ptr(), t.numel(), tokens, getattr(t, "_version", 0))
-    if key not in _host:
-        if len(_host) >= 64:
-            _host.clear()
-        _host[key] = [int(c) for c in t.tolist()]
-    return _host[key]
 
 
 def prefill(q, k, v, cu_seqlens, *, causal=True, **kw):
     import torch
 
     scale = _plain(**kw)
-    cu = _host_ints(cu_seqlens, q.shape[0])
+    cu = _host_ints(cu_seqlens)
     lens = {e - s for s, e in zip(cu[:-1], cu[1:])}
     if len(lens) == 1:
         b, t = len(cu) - 1, lens.pop()
@@ -96,7 +110,7 @@ def prefill_paged(q, k_cache, v_cache, block_table, cu_seqlens_q, kv_lens, **kw)
 
     scale = _plain(**kw)
     outs = []
-    cu, lens = _host_ints(cu_seqlens_q, q.shape[0]), _host_ints(kv_lens, q.shape[0])
+    cu, lens = _host_ints(cu_seqlens_q), _host_ints(kv_lens)
     for b, (s, e) in enumerate(zip(cu[:-1], cu[1:])):
         n = lens[b]
         k, v = _one(k_cache, block_table[b], n), _one(v_cache, block_table[b], n)
@@ -135,7 +149,7 @@ torch_ops = {"decode": decode, "prefill": prefill, "prefill_paged": prefill_page
 sdpa_backends = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
 
 
-_planned = {}
+_plans = _OncePerInputs(8)  # each plan holds a 128 MB workspace
 
 
 def flashinfer_decode(q, k_cache, v_cache, block_table, kv_lens, *, scale=None, **kw):
@@ -144,23 +158,23 @@ def flashinfer_decode(q, k_cache, v_cache, block_table, kv_lens, *, scale=None, 
     import torch
 
     _plain(scale=scale, **kw)
-    key = (q.data_ptr(), k_cache.data_ptr(), block_table.data_ptr(), kv_lens.data_ptr())
-    if key in _planned:  # planned once per input set, outside the timed calls (as an engine plans per step)
-        return _planned[key].run(q, (k_cache, v_cache))
     b, hq, d = q.shape
     bs, hkv = k_cache.shape[1], k_cache.shape[2]
-    nblk = (kv_lens + bs - 1) // bs
-    indptr = torch.cat([nblk.new_zeros(1), torch.cumsum(nblk, 0)]).int()
-    cols = torch.arange(block_table.shape[1], device=q.device)[None, :] < nblk[:, None]
-    indices = block_table[cols].int()
-    last = (kv_lens - (nblk - 1) * bs).int()
-    ws = torch.empty(128 << 20, dtype=torch.uint8, device=q.device)
-    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
-    w.plan(indptr, indices, last, hq, hkv, d, bs, sm_scale=scale if scale is not None else 1 / math.sqrt(d),
-           q_data_type=q.dtype, kv_data_type=k_cache.dtype)
-    if len(_planned) >= 8:
-        _planned.clear()
-    _planned[key] = w
+
+    def plan():
+        nblk = (kv_lens + bs - 1) // bs
+        indptr = torch.cat([nblk.new_zeros(1), torch.cumsum(nblk, 0)]).int()
+        cols = torch.arange(block_table.shape[1], device=q.device)[None, :] < nblk[:, None]
+        indices = block_table[cols].int()
+        last = (kv_lens - (nblk - 1) * bs).int()
+        ws = torch.empty(128 << 20, dtype=torch.uint8, device=q.device)
+        w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
+        w.plan(indptr, indices, last, hq, hkv, d, bs, sm_scale=scale if scale is not None else 1 / math.sqrt(d),
+               q_data_type=q.dtype, kv_data_type=k_cache.dtype)
+        return w
+
+    w = _plans.get((block_table, kv_lens), plan, extra=(tuple(q.shape), str(q.dtype), tuple(k_cache.shape),
+                                                          str(k_cache.dtype), scale))
     return w.run(q, (k_cache, v_cache))
 
 
@@ -170,7 +184,7 @@ def flashinfer_prefill(q, k, v, cu_seqlens, *, causal=True, scale=None, **kw):
     import torch
 
     _plain(scale=scale, **kw)
-    cu = [int(c) for c in cu_seqlens]
+    cu = _host_ints(cu_seqlens)
     return torch.cat([flashinfer.single_prefill_with_kv_cache(q[s:e], k[s:e], v[s:e], causal=causal, sm_scale=scale)
                       for s, e in zip(cu[:-1], cu[1:])])
 
