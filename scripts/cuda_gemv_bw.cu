@@ -378,18 +378,14 @@ template <QFormat F> void mmas(Case& c) {
 
 // The library's kernel; its output is the reference of the other variants, and with
 // GEMVBW_DUMP=dir it is written to dir/<name>_<n>_m<m>.bin (to compare two builds).
-template <class Wt, int MT, bool Ahead = true> void library(Case& c) {
-  auto k = gemv_kernel<Wt, T, MT, Ahead>;
+template <class Wt, int MT> void library(Case& c) {
+  auto k = gemv_kernel<Wt, T, MT>;
   constexpr int bytes = gemv_smem_bytes<Wt, T, MT>();
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   char what[80];
-  snprintf(what, sizeof what, "library%s (%dKB, %d/SM)", Ahead ? "" : ", unit by unit", bytes / 1024, per_sm(k, bytes));
+  snprintf(what, sizeof what, "library (%dKB, %d/SM)", bytes / 1024, per_sm(k, bytes));
   const unsigned grid = unsigned((c.n + kGemvRows - 1) / kGemvRows);
   c.report(what, time_it([&](int s) { k<<<grid, kGemvThreads, bytes>>>(c.params(s)); }));
-  if constexpr (!Ahead) {  // a variant: checked against the library's output
-    c.near(what);
-    return;
-  }
   c.ref.resize(c.m * c.n);
   CK(cudaMemcpy(c.ref.data(), c.out, 2 * c.m * c.n, cudaMemcpyDeviceToHost));
   if (const char* dir = getenv("GEMVBW_DUMP")) {
@@ -459,7 +455,6 @@ template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
-    if constexpr (gemv_fast<Wt>()) library<Wt, 1, false>(c);
     read_floor(c);
     q8x<F>(c);
     mmas<F>(c);

@@ -140,9 +140,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 // at most 128 registers; one where a fast dot's x rows fill the shared memory (M = 16).
 template <class Wt, int MT> constexpr int gemv_min_ctas() { return gemv_fast<Wt>() && MT <= 8 ? 2 : 1; }
 
-// Ahead: a lane loads the words of all its units of a slab before the first dot
-// (one row: two units), else unit by unit (a knob for scripts/cuda_gemv_bw.cu).
-template <class Wt, class T, int MT, bool Ahead = true>
+// Where a lane has several units in a slab (one row: two), it loads the words of
+// all of them before the first dot (H100, 2026-12-07: q4_0 20.3 -> 19.6 us).
+template <class Wt, class T, int MT>
 __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_kernel(const MmParams p) {
   constexpr bool kFast = gemv_fast<Wt>(), kSums = gemv_sums<Wt, T>();
   constexpr int XC = gemv_xchunk<Wt>(), XP = gemv_xpitch<Wt>();
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_min_ctas<Wt, MT>()) gemv_ke
       const uint8_t* rows = wbuf + (buf * kGemvRows + warp * kGemvRowsPerWarp) * WP;
       const float* sb = sbuf + buf * MT * SS;
       constexpr int UL = KS / (32 * kDotUnit);  // units a lane in a whole slab
-      if constexpr (Ahead && UL > 1) {  // every unit's words first, then the dots
+      if constexpr (UL > 1) {  // every unit's words first, then the dots
         DotUnit<Wt::format> w[UL][kGemvRowsPerWarp];  // rows past N read stale bytes; their sums are dropped
 #pragma unroll
         for (int i = 0; i < UL; ++i)
