@@ -453,6 +453,26 @@ def test_cuda_prefill_d128_layouts_match_reference(dtype, layout, causal):
     _check_outputs(got, want, dtype)
 
 
+# Past 8192 tokens the Hopper kernel takes its other schedule (csrc/cuda/attention_tc90.cu: S, softmax,
+# PV in turn rather than the two warpgroups taking turns): a long sequence beside short and empty ones.
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("causal", [True, False])
+def test_cuda_prefill_d128_long_matches_reference(causal):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(90 + causal)
+    lens, hq, hkv, d = (8000, 300, 0, 129), 4, 2, 128
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    n = int(cu[-1])
+    assert n > 8192
+    q, k, v = (_host(rng, (n, h, d), "bfloat16") for h in (hq, hkv, hkv))
+    kw = {"causal": causal, "return_lse": True}
+    q64, k64, v64 = (torch.from_numpy(x.astype(np.float64)).cuda() for x in (q, k, v))
+    want = tuple(w.cpu().numpy() for w in ref.prefill(q64, k64, v64, cu, **kw))  # float64 on the GPU
+    del q64, k64, v64
+    _check_outputs(attention.prefill(*_on_cuda(q, k, v, cu), **kw), want, "bfloat16")
+
+
 # The CUDA decode kernel (decode.cuh: tensor cores, per-warp cp.async rings)
 # runs f16 / bf16 decode with head_dim 64 / 80 / 96 / 128: long, short, empty
 # and one-token sequences (the long one split across CTAs and merged), every

@@ -1,7 +1,11 @@
-// Launcher of the Hopper flash-attention forward (flash_tc90.cuh, Sched 0: the
-// fastest on the H100, docs/bench/h100-35fb9e8-attn-wgmma.txt): 3-D tensor maps
+// Launcher of the Hopper flash-attention forward (flash_tc90.cuh): 3-D tensor maps
 // over q [tokens, Hq, 128] and k / v [tokens, Hkv, 128] with the caller's
-// strides, the kernel's shared memory, a grid of (128-row window, head).
+// strides, the kernel's shared memory, a grid of (128-row window, head). The
+// schedule: the two consumer warpgroups taking turns (Sched 2) up to
+// kTc90PingPongTokens tokens, S / softmax / PV in turn (Sched 0) beyond, the
+// faster of the two on an H100 at each length (docs/performance.md, 2026-12-07:
+// Sched 2 4-7% faster at T 1024-8192; at T 16384 Sched 0 2.5-6% faster in one run,
+// the two within 4% either way in the next, at the 700 W cap's clocks).
 // Built for sm_90a only (CMakeLists.txt).
 #include "cuda/attention_tc90.h"
 
@@ -40,9 +44,11 @@ bool tensor_map(CUtensorMap& map, bool f16, const void* ptr, int64_t tokens, int
                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+constexpr int64_t kTc90PingPongTokens = 8192;
+
 template <class T, bool Cap>
 void launch(const CUtensorMap (&m)[3], const AttendParams& p, int device, cudaStream_t s) {
-  auto kernel = flash_tc90_kernel<T, 0, Cap>;
+  auto kernel = p.tokens <= kTc90PingPongTokens ? flash_tc90_kernel<T, 2, Cap> : flash_tc90_kernel<T, 0, Cap>;
   allow_smem(reinterpret_cast<const void*>(kernel), kTc90AttnSmem, device, "attention prefill (wgmma)");
   const int64_t ctas = (p.tokens + kTc90AttnRows - 1) / kTc90AttnRows * p.q_heads;
   kernel<<<unsigned(ctas), kTc90AttnThreads, kTc90AttnSmem, s>>>(m[0], m[1], m[2], p);

@@ -12,8 +12,10 @@
 //     [tokens, H, D] with the caller's strides, boxes of 128 tokens x 64 elements = 128-byte rows,
 //     128-byte swizzle, tokens past the buffer read as 0): Q once, then for each sequence the K and V
 //     tiles of 128 keys from its first unmasked key into a ring of kTc90AttnStages stages, each tile
-//     completing on its own "full" mbarrier; a stage is refilled after its "empty" mbarrier has an
-//     arrival from each of the 8 consumer warps. The ring's count runs on across sequences;
+//     completing on its own "full" mbarrier; a stage's K (V) tile is refilled after its K (V) "empty"
+//     mbarrier has an arrival from each of the 8 consumer warps: K is released once S is computed,
+//     before the softmax, so the next K can land while P V still reads this stage's V. The ring's count
+//     runs on across sequences;
 //   warpgroups 1 and 2, the consumers, 64 rows each: S = Q K^T (8 wgmma m64n128k16, A = Q and B = K
 //     from shared memory, both K-major), masks on the tiles that need them (a key past the sequence,
 //     which is the next sequence's or past the buffer, the causal and window edges), online softmax
@@ -25,11 +27,15 @@
 // QK^T's k steps 0-3 read half 0 at +32 bytes each, 4-7 half 1; PV's B descriptor spans both halves
 // with its leading byte offset (16 KB) and a k step (16 keys) advances 2 KB.
 //
-// Sched 0 (the library's): each tile is S, wait, softmax, PV, wait. Sched 1 (FA3's intra-warpgroup
-// pipelining): S of tile n + 1 is issued before PV of tile n, and its softmax runs while PV is in
-// flight; O is rescaled and P repacked once PV has completed. Sched 2: 1, plus FA3's ping-pong between
-// the two consumers: named barriers 1 and 2 pass a turn so the warpgroups issue their GEMMs alternately.
-// On the H100 (docs/bench/h100-35fb9e8-attn-wgmma.txt) Sched 0 was the fastest at every length.
+// Sched 0 (the library's beyond 8192 tokens): each tile is S, wait, softmax, PV, wait. Sched 1 (FA3's
+// intra-warpgroup pipelining): S of tile n + 1 is issued before PV of tile n, and its softmax runs while
+// PV is in flight; O is rescaled and P repacked once PV has completed. Sched 2: 1, plus FA3's ping-pong
+// between the two consumers: named barriers 1 and 2 pass a turn so the warpgroups issue their GEMMs
+// alternately.
+// On the H100 (docs/bench/h100-35fb9e8-attn-wgmma.txt) Sched 0 was the fastest at every length while
+// a stage's K and V were released together; since K is released as soon as S is computed, Sched 2 is
+// 4-7% faster at T 1024-8192 and the library's up to 8192 tokens (docs/bench/h100-1025-attn-sched.txt,
+// h100-1339-prefill-pingpong.txt; at T 16384 the two are within the H100's power-capped clock's noise).
 // Grid: x = (window, head), the head fastest and the last windows first (under a causal mask they
 // have the most tiles; the heads of one GQA group, reading the same K / V, run side by side).
 // setmaxnreg: producer 24, consumers 240 registers. Shared memory: Q 32 KB + 2 stages x (K 32 + V 32 KB).
@@ -55,7 +61,7 @@ constexpr int kTc90AttnThreads = 384;
 constexpr int kTc90AttnD = 128;
 constexpr uint32_t kTc90AttnHalf = 128 * 128;                // bytes: 128 rows x 64 elements
 constexpr uint32_t kTc90AttnTile = 2 * kTc90AttnHalf;       // one 128-row tile of Q, K or V
-constexpr int kTc90AttnBars = 1 + 3 * kTc90AttnStages;      // q, k full, v full, empty
+constexpr int kTc90AttnBars = 1 + 4 * kTc90AttnStages;      // q, k full, v full, k empty, v empty
 constexpr int kTc90AttnSmem = (1 + 2 * kTc90AttnStages) * kTc90AttnTile + 8 * kTc90AttnBars + 1024;
 
 __device__ __forceinline__ float tc90_exp2(float x) {
@@ -216,7 +222,8 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
   const uint32_t bar_q = base + (1 + 2 * ST) * kTc90AttnTile;
   auto kfull = [&](int s) { return bar_q + 8 + 8 * s; };
   auto vfull = [&](int s) { return bar_q + 8 + 8 * ST + 8 * s; };
-  auto empty = [&](int s) { return bar_q + 8 + 16 * ST + 8 * s; };
+  auto kempty = [&](int s) { return bar_q + 8 + 16 * ST + 8 * s; };
+  auto vempty = [&](int s) { return bar_q + 8 + 24 * ST + 8 * s; };
   auto kst = [&](int s) { return skv + 2 * s * kTc90AttnTile; };
 
   const int tid = int(threadIdx.x), wg = tid / 128;
@@ -229,7 +236,8 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
     for (int s = 0; s < ST; ++s) {
       mbar_init(kfull(s), 1);
       mbar_init(vfull(s), 1);
-      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+      mbar_init(kempty(s), 8);  // lane 0 of each consumer warp
+      mbar_init(vempty(s), 8);
     }
     mbar_init_fence();
   }
@@ -247,11 +255,12 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
       for (int b = first; b < p.batch && tc90_seq(p, b, r0, q); ++b)
         for (int n = 0; n < q.tiles; ++n, ++it) {
           const int s = it % ST, key = q.start + q.key_lo + n * kTc90AttnKeys;
-          if (it >= ST) mbar_wait(empty(s), uint32_t(it / ST - 1) & 1u);
           const uint32_t k = kst(s), v = k + kTc90AttnTile;
+          if (it >= ST) mbar_wait(kempty(s), uint32_t(it / ST - 1) & 1u);
           mbar_expect(kfull(s), kTc90AttnTile);
           tma_load_3d(k, &map_k, kfull(s), 0, kvh, key);
           tma_load_3d(k + kTc90AttnHalf, &map_k, kfull(s), 64, kvh, key);
+          if (it >= ST) mbar_wait(vempty(s), uint32_t(it / ST - 1) & 1u);
           mbar_expect(vfull(s), kTc90AttnTile);
           tma_load_3d(v, &map_v, vfull(s), 0, kvh, key);
           tma_load_3d(v + kTc90AttnHalf, &map_v, vfull(s), 64, kvh, key);
@@ -323,6 +332,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(sc);
+        if (lane == 0) mbar_arrive(kempty(s));  // K of this stage read: the producer may refill it
         tc90_softmax<Cap>(sc, st, corr, j0(n), lo, hi, masked(n), scale_log2, cap_in, cap_out);
         tc90_rescale_pack<T>(o, sc, corr, pf);
         mbar_wait(vfull(s), ph);
@@ -332,7 +342,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
         wgmma_wait<0>();
         reg_fence(o);
         tc90_fence_p(pf);
-        if (lane == 0) mbar_arrive(empty(s));
+        if (lane == 0) mbar_arrive(vempty(s));
       }
     } else if (tiles > 0) {
       if constexpr (Sched == 2)
@@ -347,6 +357,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
         pass_turn(false);
         wgmma_wait<0>();
         reg_fence(sc);
+        if (lane == 0) mbar_arrive(kempty(stage(0)));
         tc90_softmax<Cap>(sc, st, corr, j0(0), lo, hi, masked(0), scale_log2, cap_in, cap_out);
         tc90_rescale_pack<T>(o, sc, corr, pf);
       }
@@ -365,11 +376,12 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
         pass_turn(false);
         wgmma_wait<1>();  // S done
         reg_fence(sc);
+        if (lane == 0) mbar_arrive(kempty(s));
         tc90_softmax<Cap>(sc, st, corr, j0(n), lo, hi, masked(n), scale_log2, cap_in, cap_out);
         wgmma_wait<0>();  // PV done: O and P are ours again, the stage of tile n - 1 is free
         reg_fence(o);
         tc90_fence_p(pf);
-        if (lane == 0) mbar_arrive(empty(sp));
+        if (lane == 0) mbar_arrive(vempty(sp));
         tc90_rescale_pack<T>(o, sc, corr, pf);
       }
       const int sl = stage(tiles - 1);
@@ -382,7 +394,7 @@ __global__ void __launch_bounds__(kTc90AttnThreads, 1)
       wgmma_wait<0>();
       reg_fence(o);
       tc90_fence_p(pf);
-      if (lane == 0) mbar_arrive(empty(sl));
+      if (lane == 0) mbar_arrive(vempty(sl));
     }
 
     // O / L (the quad's partial sums, the sink in the denominator), rows of this sequence only;
