@@ -33,7 +33,7 @@ declare -A SRC=([attnw]="$NVA scripts/cuda_attn_wgmma.cu" [gemvmma]="$NV scripts
   [dqbw]="$NV -fmad=false scripts/cuda_dequant_bw.cu" [gemvbw]="$NV scripts/cuda_gemv_bw.cu"
   [smpbw]="$NV scripts/cuda_sample_bw.cu" [decbw]="$NV scripts/cuda_decode_bw.cu")
 declare -A LIM=([attnw]=60 [gemvmma]=100 [dqbw]=150 [gemvbw]=90 [smpbw]=90 [decbw]=90)
-MICRO=${MICRO:-attnw gemvmma dqbw}
+MICRO=${MICRO-attnw gemvmma dqbw}  # set but empty: none
 for n in $MICRO; do ${SRC[$n]} -o /tmp/$n > $O/nvcc_$n.txt 2>&1 & done
 wait $(jobs -p | grep -v "^$B$")
 for n in $MICRO; do cat $O/nvcc_$n.txt >> $O/nvcc.txt; rm -f $O/nvcc_$n.txt; done
@@ -54,7 +54,7 @@ grep -E "FAILED|^ERROR" $O/pytest.log | head -20 | tee -a $O/log.txt
 cd $repo
 fi
 # bench rows: attention prefill beside torch SDPA, quant.matmul GEMV rows, dequantize per format, W8A8
-OPS=${OPS:-attention:prefill quant:matmul_q4_0 quant:matmul_q4_K quant:matmul_w8a8_fp8_e4m3 quant:matmul_w8a8_int8}
+OPS=${OPS-attention:prefill quant:matmul_q4_0 quant:matmul_q4_K quant:matmul_w8a8_fp8_e4m3 quant:matmul_w8a8_int8}  # set but empty: none
 for fo in $OPS; do
   fam=${fo%%:*}; op=${fo#*:}; l=$(left ${OPLIM:-90}); [ $l -le 15 ] && break
   full=(); case " ${FULL:-attention} " in *" $fam "*) full=(--full);; esac
