@@ -480,6 +480,29 @@ def test_split_sample_special_values(dtype):
         assert got[4] >= 120000 and 0 <= got[5] < 17 and got[6] % 2 == 1
 
 
+def test_split_sample_warp_bound_edges():
+    """Split rows bound top-k (k up to 32 warps a CTA of the cluster) by the k-th
+    largest of every warp's max: rows of ties (the list overflows: the radix
+    path), few warps holding finite values (fewer than k: no bound), and k at
+    and past the cluster's warp count (8 CTAs x 32 at 1 x 128256)."""
+    cols = 128256
+    x = _logits_np(6, cols, seed=12)
+    x[1] = np.round(x[1] / 4)  # a few distinct values: thousands tie at any bound
+    x[2] = 1.0                 # all equal
+    x[3, :] = -np.inf
+    x[3, ::4000] = np.arange(33, dtype=np.float32)  # 33 finite values, at most 33 warps hold one
+    x[4, :] = -np.inf
+    x[4, ::500] = np.linspace(-3, 3, (cols + 499) // 500)  # one finite value per ~warp
+    t = _on_cuda(x, "float32")
+    for k in (1, 2, 20, 50, 255, 256, 257, 1000):
+        for case in ({"top_k": k}, {"top_k": k, "top_p": 0.9}, {"top_k": k, "temperature": 0.5, "min_p": 0.05}):
+            for r in range(6):
+                got, want = _sample_both(t[r:r + 1], seed=21, offset=r, **case)
+                if got[0] != want[0]:
+                    gap = _boundary_gap(x[r].astype(np.float64), case, 21, r, 0, got[0], want[0])
+                    assert gap < 1e-6, f"row {r} case {case}: cuda {got[0]} cpu {want[0]} (gap {gap})"
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("shape", ((1, 128256), (3, 70000)), ids=["1x128256", "3x70000"])
 def test_split_masks_match_cpu(shape, dtype):

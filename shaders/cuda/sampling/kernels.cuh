@@ -11,9 +11,11 @@
 // that bound in shared memory, and top-k, top-p and the draw run on the list:
 // short lists (the usual case) by select_small, a loop over the list per
 // answer instead of four radix levels, longer ones by radix levels. Split rows
-// exchange the max and the bound through one cluster barrier and gather the
-// lists through a second. Other cases select over the whole row, a pass per
-// radix level until the bucket fits the list.
+// exchange the max and the bound through one cluster barrier (with k at most
+// the cluster's warps, the bound is the k-th largest of every warp's max over
+// the cluster: a list of ~55 at k 50) and gather the lists through a second;
+// a list one warp holds is finished by warp 0 alone. Other cases select over
+// the whole row, a pass per radix level until the bucket fits the list.
 #pragma once
 #include <cstdint>
 
@@ -106,15 +108,59 @@ template <int NT, int V, bool kC> __device__ Bound local_bound(Ctx<NT, kC>& cx, 
   return {true, s.prefix};
 }
 
+// Split rows with k at most the cluster's warps: the k-th largest of every
+// warp's max over the cluster (k warps each hold an element >= it), from the
+// maxima the CTAs posted (sm.wmax) before the barrier of max_and_bound. Near
+// the row's k-th largest itself (a 128256-element row over 8 x 32 warps, k
+// 50: some 55 elements at or above it, where the CTAs' own bounds of
+// local_bound let ~350 through), so the list and its selects stay short.
+// Unknown (0) where fewer than k warps hold an element above -inf. The answer
+// is select_small's (count mode) over the c maxima; up to NT / 4 of them (8
+// CTAs of 1024 threads) four threads count a key's peers, each every fourth
+// 16-byte word, so the loop is a quarter as long (H100: 0.3 us less).
+template <int NT, bool kC> __device__ Bound warp_max_bound(Ctx<NT, kC>& cx, int64_t k) {
+  SelectSmem<NT>& sm = cx.sm;
+  constexpr u32 kW = NT / 32;
+  const u32 c = cx.ctas * kW;
+  if (threadIdx.x < c) sm.list.key[threadIdx.x] = *cluster_map(&sm.wmax[threadIdx.x % kW], threadIdx.x / kW);
+  __syncthreads();
+  u32 v;
+  if (c <= u32(NT / 4) && c % 16 == 0) {
+    const u32 i = threadIdx.x >> 2, q = threadIdx.x & 3, own = i < c ? sm.list.key[i] : 0u;
+    const uint4* src = reinterpret_cast<const uint4*>(sm.list.key) + q;  // the four read 64 adjacent bytes
+    u32 n = 0;
+#pragma unroll 4
+    for (u32 j = 0; j < c / 16; ++j) {
+      const uint4 t = src[4 * j];
+      n += u32(t.x >= own) + u32(t.y >= own) + u32(t.z >= own) + u32(t.w >= own);
+    }
+    n += __shfl_xor_sync(kFull, n, 1);
+    n += __shfl_xor_sync(kFull, n, 2);
+    const u64 r = cx.br.max(i < c && q == 0 && n >= u64(k) ? (u64(1) << 32) | own : 0ull);
+    v = r ? u32(r) : ~0u;
+  } else {
+    v = select_small<true, false>(cx, sm.list.key, sm.list.idx, nullptr, c, [k](u64) { return u64(k); });
+  }
+  return {v != 0u && v != ~0u, v};
+}
+
 // The row's RowMax (split rows: over the cluster, the first index in the
 // row; tm stays this thread's own) and, where `want`, a lower bound of its
-// k-th largest key: split rows take the highest of the CTAs' bounds (each a
-// bound of the row's k-th largest too), exchanging it and the max through one
-// cluster barrier.
+// k-th largest key: split rows take warp_max_bound where k allows, else the
+// highest of the CTAs' bounds (each a bound of the row's k-th largest too),
+// exchanging it and the max through one cluster barrier.
 template <int NT, int V, bool kC, class T>
 __device__ RowMax max_and_bound(Ctx<NT, kC>& cx, const T* row, int n, int64_t k, bool want, Bound* b) {
   const RowMax own = row_max<NT, V>(row + cx.c0, cx.n, cx.br);
-  *b = want ? local_bound<NT, V>(cx, n, k, own.tm) : Bound{false, 0u};
+  // Split rows past the list's capacity: the warps' maxima instead of this CTA's own bound.
+  const bool by_warps = kC && want && n > kCap && k >= 1 && k <= int64_t(cx.ctas) * (NT / 32);
+  if (by_warps) {
+    const u32 wk = warp_all(own.tm > -kInf ? key_of(own.tm) : 0u, [](u32 a, u32 c) { return a > c ? a : c; });
+    if ((threadIdx.x & 31) == 0) cx.sm.wmax[threadIdx.x >> 5] = wk;
+    *b = Bound{false, 0u};
+  } else {
+    *b = want ? local_bound<NT, V>(cx, n, k, own.tm) : Bound{false, 0u};
+  }
   if constexpr (!kC) {
     return own;
   } else {
@@ -122,8 +168,8 @@ __device__ RowMax max_and_bound(Ctx<NT, kC>& cx, const T* row, int n, int64_t k,
     u64 best = plain ? (own.best & ~0xffffffffull) | ~(u32(cx.c0) + own.first) : own.best;
     u64 bound = b->known ? (u64(1) << 32) | b->low : 0ull;
     auto mx = [](u64 a, u64 c) { return a > c ? a : c; };
-    cx.across2(&best, mx, &bound, mx);
-    *b = {bound != 0, u32(bound)};
+    cx.across2(&best, mx, &bound, mx);  // its barrier also publishes every CTA's sm.wmax
+    *b = by_warps ? warp_max_bound(cx, k) : Bound{bound != 0, u32(bound)};
     const float m = float_of(u32(best >> 32));
     return {best != ~0ull && best != 0 && isfinite(m), m, own.tm, ~u32(best), best};
   }
@@ -268,11 +314,19 @@ __device__ Drawn sample_row(Ctx<NT, kC>& cx, const SampleArgs& a, int64_t r, con
   auto draw_target = [](u32 u24) { return [u24](u64 total) { return scaled(total, u24) + 1; }; };
   const u32 listed = list_above<NT, V>(cx, x, b);
   if constexpr (Stop == 2) return {int32_t(listed), lead};
-  u32 cut = top_k ? kth_key<NT, V>(cx, x, k, listed) : 0;
-  if constexpr (Stop == 3) return {int32_t(cut), lead};
+  SelectSmem<NT>& sm = cx.sm;
+  u32 cut = 0, kept = 0;
+  if (listed && listed <= u32(kWarpItems)) {  // a list one warp holds: warp 0 alone from here
+    if (threadIdx.x >= 32) return {0, false};
+    if (top_k) cut = warp_select<true, false>(sm.list.key, sm.list.idx, nullptr, listed, [k](u64) { return u64(k); });
+    if constexpr (Stop == 3) return {int32_t(cut), lead};
+    kept = warp_compact(sm, listed, cut, u64(1) << 32);
+  } else {
+    cut = top_k ? kth_key<NT, V>(cx, x, k, listed) : 0;
+    if constexpr (Stop == 3) return {int32_t(cut), lead};
+    if (listed) kept = compact_small(cx, listed, cut);
+  }
   if (listed) {  // every element that can be kept is on the list (of every CTA)
-    SelectSmem<NT>& sm = cx.sm;
-    const u32 kept = compact_small(cx, listed, cut);
     if (kept <= u32(kWarpItems)) {  // the few keys >= cut: warp 0 alone (thread 0 writes the token)
       if (threadIdx.x >= 32) return {0, false};
       const u32 l = threadIdx.x;

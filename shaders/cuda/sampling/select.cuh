@@ -41,6 +41,7 @@ template <int NT> struct alignas(16) SelectSmem {
   u32 count, bucket, bucket_cnt, group, tok;
   u32 counts[kMaxCtas];  // split rows: every CTA's list length (gather)
   u32 piv_key[32], piv_cnt[32], cut, cut_ok;  // kth_pivot
+  u32 wmax[NT / 32];  // split rows: each warp's largest key (0: no element above -inf), for the bound
   u64 above, target, base;
   u64 post_best, post_bound, post_mass;  // split rows: what each CTA posts for the others
   struct alignas(16) {
