@@ -277,6 +277,11 @@ def _bench_shape(spec, dt, kind, shape, backend, rng, ceil, timer, peers, report
     ceiling = ceil.measure(nbytes, nsets)
     for name, impl in _impls(spec, backend, peers):
         outs = tsets = None  # the last implementation's outputs, freed before this one runs
+        if name.startswith("torch") and backend == "cuda" and spec.host_reference \
+                and _peers.torch_op(spec) is spec.reference:
+            report.setdefault("skipped", []).append(
+                f"{name} {spec.name} {shape}: no torch composition of this op (its reference is numpy code)")
+            continue
         try:
             if name == "braze" and kind == "prefill":
                 outs = [spec.out_kwargs(impl(a, k)) for a, k in sets]  # engines reuse their buffers
