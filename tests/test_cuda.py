@@ -483,8 +483,9 @@ def test_split_sample_special_values(dtype):
 def test_split_sample_warp_bound_edges():
     """Split rows bound top-k (k up to 32 warps a CTA of the cluster) by the k-th
     largest of every warp's max: rows of ties (the list overflows: the radix
-    path), few warps holding finite values (fewer than k: no bound), and k at
-    and past the cluster's warp count (8 CTAs x 32 at 1 x 128256)."""
+    path), few warps holding finite values (fewer than k: no bound), the top of
+    the row in one CTA (its warps hold the largest maxima), and k at and past
+    the cluster's warp count (8 CTAs x 32 at 1 x 128256)."""
     cols = 128256
     x = _logits_np(6, cols, seed=12)
     x[1] = np.round(x[1] / 4)  # a few distinct values: thousands tie at any bound
@@ -493,6 +494,7 @@ def test_split_sample_warp_bound_edges():
     x[3, ::4000] = np.arange(33, dtype=np.float32)  # 33 finite values, at most 33 warps hold one
     x[4, :] = -np.inf
     x[4, ::500] = np.linspace(-3, 3, (cols + 499) // 500)  # one finite value per ~warp
+    x[5, :16032] += 6.0  # the largest values in the first CTA's slice: one CTA lists every candidate
     t = _on_cuda(x, "float32")
     for k in (1, 2, 20, 50, 255, 256, 257, 1000):
         for case in ({"top_k": k}, {"top_k": k, "top_p": 0.9}, {"top_k": k, "temperature": 0.5, "min_p": 0.05}):

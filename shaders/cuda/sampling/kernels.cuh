@@ -114,34 +114,52 @@ template <int NT, int V, bool kC> __device__ Bound local_bound(Ctx<NT, kC>& cx, 
 // the row's k-th largest itself (a 128256-element row over 8 x 32 warps, k
 // 50: some 55 elements at or above it, where the CTAs' own bounds of
 // local_bound let ~350 through), so the list and its selects stay short.
-// Unknown (0) where fewer than k warps hold an element above -inf. The answer
-// is select_small's (count mode) over the c maxima; up to NT / 4 of them (8
-// CTAs of 1024 threads) four threads count a key's peers, each every fourth
-// 16-byte word, so the loop is a quarter as long (H100: 0.3 us less).
+// Unknown (0) where fewer than k warps hold an element above -inf.
+// Warp w takes CTA w's 32 maxima and sorts them (bitonic, largest first); each
+// maximum's rank in the cluster is then its place in its own list plus, in
+// every other list, how many are larger (ties: the lists of lower rank count
+// as larger), found by binary search: the ranks are 0 .. c - 1, once each, and
+// the maximum of rank k - 1 is the answer. No block reduction and ~40 shared
+// loads a thread, where counting every maximum's peers read 256 keys a thread.
 template <int NT, bool kC> __device__ Bound warp_max_bound(Ctx<NT, kC>& cx, int64_t k) {
   SelectSmem<NT>& sm = cx.sm;
   constexpr u32 kW = NT / 32;
-  const u32 c = cx.ctas * kW;
-  if (threadIdx.x < c) sm.list.key[threadIdx.x] = *cluster_map(&sm.wmax[threadIdx.x % kW], threadIdx.x / kW);
-  __syncthreads();
-  u32 v;
-  if (c <= u32(NT / 4) && c % 16 == 0) {
-    const u32 i = threadIdx.x >> 2, q = threadIdx.x & 3, own = i < c ? sm.list.key[i] : 0u;
-    const uint4* src = reinterpret_cast<const uint4*>(sm.list.key) + q;  // the four read 64 adjacent bytes
-    u32 n = 0;
-#pragma unroll 4
-    for (u32 j = 0; j < c / 16; ++j) {
-      const uint4 t = src[4 * j];
-      n += u32(t.x >= own) + u32(t.y >= own) + u32(t.z >= own) + u32(t.w >= own);
+  static_assert(kW == 32, "warp_max_bound: one sorted list of 32 maxima a warp");
+  const u32 lane = threadIdx.x & 31, list = threadIdx.x >> 5;
+  u32 v = 0;
+  if (list < cx.ctas) {
+    v = *cluster_map(&sm.wmax[lane], list);
+#pragma unroll
+    for (u32 size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+      for (u32 j = size >> 1; j; j >>= 1) {
+        const u32 o = __shfl_xor_sync(kFull, v, j);
+        const bool hi = ((lane & size) == 0) == ((lane & j) == 0);  // this lane keeps the larger
+        v = hi ? max(v, o) : min(v, o);
+      }
     }
-    n += __shfl_xor_sync(kFull, n, 1);
-    n += __shfl_xor_sync(kFull, n, 2);
-    const u64 r = cx.br.max(i < c && q == 0 && n >= u64(k) ? (u64(1) << 32) | own : 0ull);
-    v = r ? u32(r) : ~0u;
-  } else {
-    v = select_small<true, false>(cx, sm.list.key, sm.list.idx, nullptr, c, [k](u64) { return u64(k); });
+    sm.list.key[threadIdx.x] = v;
   }
-  return {v != 0u && v != ~0u, v};
+  __syncthreads();
+  if (list < cx.ctas) {
+    u32 rank = lane;
+    for (u32 l = 0; l < cx.ctas; ++l) {
+      if (l == list) continue;
+      const u32* a = sm.list.key + l * 32;
+      // entries of list l ahead of v: >= v for lower lists, > v for higher ones (a descends)
+      if (l > list && v == ~0u) continue;  // nothing is above all ones
+      const u32 t = l < list ? v : v + 1;
+      u32 pos = 0;
+#pragma unroll
+      for (u32 s = 16; s; s >>= 1)
+        if (a[pos + s - 1] >= t) pos += s;
+      rank += pos + u32(a[pos] >= t);  // pos <= 31 here
+    }
+    if (rank == u32(k - 1)) sm.cut = v;
+  }
+  __syncthreads();
+  v = sm.cut;
+  return {v != 0u, v};
 }
 
 // The row's RowMax (split rows: over the cluster, the first index in the
