@@ -33,7 +33,7 @@ declare -A SRC=([attnw]="$NVA scripts/cuda_attn_wgmma.cu" [gemvmma]="$NV scripts
   [dqbw]="$NV -fmad=false scripts/cuda_dequant_bw.cu" [gemvbw]="$NV scripts/cuda_gemv_bw.cu"
   [smpbw]="$NV scripts/cuda_sample_bw.cu" [decbw]="$NV scripts/cuda_decode_bw.cu"
   [actbw]="$NV -fmad=false scripts/cuda_act_bw.cu")
-declare -A LIM=([attnw]=60 [gemvmma]=100 [dqbw]=150 [gemvbw]=90 [smpbw]=90 [decbw]=90 [actbw]=40)
+declare -A LIM=([attnw]=60 [gemvmma]=100 [dqbw]=220 [gemvbw]=90 [smpbw]=90 [decbw]=90 [actbw]=40)
 MICRO=${MICRO-attnw gemvmma dqbw}  # set but empty: none
 for n in $MICRO; do ${SRC[$n]} -o /tmp/$n > $O/nvcc_$n.txt 2>&1 & done
 wait $(jobs -p | grep -v "^$B$")

@@ -257,6 +257,7 @@ __device__ __forceinline__ uint32_t table16(const Table16& t, uint32_t x) {
   return (lo & ~mask) | (hi & mask);
 }
 constexpr int8_t kIq4Values[16] = BRAZE_IQ4_VALUES;
+constexpr int8_t kGgufFp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};  // gguf_fp4_detail::kvalue
 
 // Eight e2m1 codes (a word, LSB first) as floats: exact (every e2m1 value is an
 // f16; decode_elem<e2m1>'s values, -0 for the code 8 included), through f16
@@ -321,6 +322,11 @@ __device__ __forceinline__ void scale_min_k4_sel(const uint8_t* s, int j, int& s
   m = low ? c & 63 : (c >> 4) | ((a >> 6) << 4);
 }
 
+// The bits of qh from bit 4 i, four at a time spread to the low bit of four bytes, << 4.
+__device__ __forceinline__ uint32_t high_bits4(uint32_t qh, int i) {
+  return ((((qh >> (4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
+}
+
 // Whether decode_staged's word path decodes F (else decode_chunk does). On an
 // H100 (4096 x 14336 -> bf16, % of the copy, docs/performance.md 2026-12-06) the
 // word path lifted q2_K 63 -> 77, q3_K 32 -> 78, q5_K 40 -> 79, q6_K 65 -> 83,
@@ -343,7 +349,7 @@ template <QFormat F> constexpr bool deq_words() {
 
 // decode_chunk of a chunk of a staged tile (16-byte aligned; the tile padded
 // by 16 bytes), the loads of a split format's scales done by deq_prefetch.
-template <QFormat F>
+template <QFormat F, bool W = deq_words<F>()>
 __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
                                               const DeqParams& p, const DeqPre& pre, float* out) {
   constexpr Group G = info(F).group;
@@ -351,8 +357,7 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
   const uint8_t* b = tile + krel / B * BB;  // blocks: the chunk's block
   const int e = krel % B;                   // its first element in the block
   uint32_t w[4];
-  if constexpr (!deq_words<F>()) {
-    static_assert(info(F).layout == Layout::blocks, "a split format's scales come from deq_prefetch");
+  if constexpr (!W && info(F).layout == Layout::blocks) {
     decode_chunk<F>(tile, krel, r, k_tile, p, out);
   } else if constexpr (F == QFormat::q2_K) {
     const int sc = b[e >> 4];
@@ -371,17 +376,23 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> sh) & 0x03030303u) | (((h[i] >> hb) & 0x01010101u) << 2);
     affine16<Affine::mul>(w, 8388612.f, d, 0.f, out);  // q - 4
-  } else if constexpr (F == QFormat::q5_K) {
+  } else if constexpr (F == QFormat::q4_K || F == QFormat::q5_K) {
     int sc, mn;
     scale_min_k4_sel(b + 4, e >> 5, sc, mn);
     const float d = __fmul_rn(f16_at(b), float(sc)), m = __fmul_rn(f16_at(b + 2), float(mn));
     const int sh = ((e >> 5) & 1) << 2;
-    uint32_t h[4];
-    words16<16>(b + 48 + ((e >> 6) << 5) + (e & 31), w);
-    words16<16>(b + 16 + (e & 31), h);
-    const int hb = e >> 5;
+    if constexpr (F == QFormat::q4_K) {
+      words16<16>(b + 16 + ((e >> 6) << 5) + (e & 31), w);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> sh) & 0x0f0f0f0fu) | (((h[i] >> hb) & 0x01010101u) << 4);
+      for (int i = 0; i < 4; ++i) w[i] = (w[i] >> sh) & 0x0f0f0f0fu;
+    } else {
+      uint32_t h[4];
+      words16<16>(b + 48 + ((e >> 6) << 5) + (e & 31), w);
+      words16<16>(b + 16 + (e & 31), h);
+      const int hb = e >> 5;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> sh) & 0x0f0f0f0fu) | (((h[i] >> hb) & 0x01010101u) << 4);
+    }
     affine16<Affine::mul_sub>(w, 8388608.f, d, m, out);
   } else if constexpr (F == QFormat::q6_K) {
     const float d = __fmul_rn(f16_at(b + 208), float(int8_t(b[192 + (e >> 4)])));
@@ -393,13 +404,73 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> shl) & 0x0f0f0f0fu) | (((h[i] >> shh) & 0x03030303u) << 4);
     affine16<Affine::mul>(w, 8388640.f, d, 0.f, out);  // q - 32
-  } else if constexpr (F == QFormat::iq4_nl) {
-    constexpr Table16 kv = table16_of(kIq4Values);
+  } else if constexpr (F == QFormat::q8_0 || F == QFormat::q8_K) {
+    float d;
+    if constexpr (F == QFormat::q8_0) {
+      d = f16_at(b);
+      words16<2>(b + 2 + e, w);
+    } else {
+      d = load_f32(b);
+      words16<4>(b + 4 + e, w);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] ^= 0x80808080u;  // int8 + 128
+    affine16<Codec<F>::kAffine>(w, 8388736.f, d, 0.f, out);
+  } else if constexpr (F == QFormat::q4_0 || F == QFormat::q4_1) {
+    constexpr int o = F == QFormat::q4_0 ? 2 : 4;  // the nibbles' offset
+    const float d = f16_at(b), m = F == QFormat::q4_0 ? 0.f : f16_at(b + 2);
+    words16<o>(b + o, w);
+    const int sh = (e >> 4) << 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = (w[i] >> sh) & 0x0f0f0f0fu;
+    affine16<Codec<F>::kAffine>(w, F == QFormat::q4_0 ? 8388616.f : 8388608.f, d, m, out);  // q4_0: q - 8
+  } else if constexpr (F == QFormat::q5_0 || F == QFormat::q5_1) {
+    constexpr int o = F == QFormat::q5_0 ? 2 : 4;  // qh's offset; the nibbles follow it
     const float d = f16_at(b);
-    words16<2>(b + 2, w);
+    const uint32_t qh = (uint32_t(load_u16(b + o)) | (uint32_t(load_u16(b + o + 2)) << 16)) >> e;
+    words16<F == QFormat::q5_0 ? 2 : 8>(b + o + 4, w);
+    const int sh = (e >> 4) << 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = ((w[i] >> sh) & 0x0f0f0f0fu) | high_bits4(qh, i);
+    if constexpr (F == QFormat::q5_0) {
+      affine16<Affine::mul>(w, 8388624.f, d, 0.f, out);  // q - 16
+    } else {
+      affine16<Affine::mul_add>(w, 8388608.f, d, f16_at(b + 2), out);
+    }
+  } else if constexpr (F == QFormat::iq4_nl || F == QFormat::iq4_xs) {
+    constexpr Table16 kv = table16_of(kIq4Values);
+    float d;
+    if constexpr (F == QFormat::iq4_nl) {
+      d = f16_at(b);
+      words16<2>(b + 2, w);
+    } else {
+      const int ib = e >> 5;
+      const int ls = ((b[4 + (ib >> 1)] >> ((ib & 1) << 2)) & 15) | (((load_u16(b + 2) >> (2 * ib)) & 3) << 4);
+      d = __fmul_rn(f16_at(b), float(ls - 32));
+      words16<8>(b + 8 + (ib << 4), w);
+    }
     const int sh = ((e >> 4) & 1) << 2;
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = table16(kv, (w[i] >> sh) & 0x0f0f0f0fu) ^ 0x80808080u;  // int8 + 128
+    affine16<Affine::mul>(w, 8388736.f, d, 0.f, out);
+  } else if constexpr (F == QFormat::mxfp4_gguf || F == QFormat::nvfp4_gguf) {
+    constexpr Table16 kv = table16_of(kGgufFp4Values);
+    float d;
+    if constexpr (F == QFormat::mxfp4_gguf) {
+      d = Codec<F>::scale(b);
+      words16<1>(b + 1, w);
+      const int sh = e >= 16 ? 4 : 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = (w[i] >> sh) & 0x0f0f0f0fu;
+    } else {
+      const int sub = e / 16;
+      d = Codec<F>::scale(b, sub);
+      const uint32_t v0 = reinterpret_cast<const uint32_t*>(b + 4 + 8 * sub)[0];  // 4-byte aligned
+      const uint32_t v1 = reinterpret_cast<const uint32_t*>(b + 4 + 8 * sub)[1];
+      w[0] = v0 & 0x0f0f0f0fu, w[1] = v1 & 0x0f0f0f0fu, w[2] = (v0 >> 4) & 0x0f0f0f0fu, w[3] = (v1 >> 4) & 0x0f0f0f0fu;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = table16(kv, w[i]) ^ 0x80808080u;
     affine16<Affine::mul>(w, 8388736.f, d, 0.f, out);
   } else if constexpr (G == Group::fp8) {
     fp8x16_times<MxElem<F>::e>(tile + krel, __uint_as_float(pre.s), out);
@@ -501,13 +572,15 @@ __device__ __forceinline__ void store_chunk(T* row_tile, int krel, int n, const 
 // The kernel (see the top of this file): two tile buffers, tile i + 1 staged
 // by cp.async (its split scales loaded into registers) before tile i is
 // decoded and stored, so a CTA's loads are in flight while it decodes.
-template <QFormat F, class T>
+// W: decode_staged's path (deq_words); H: kDeqTile parts a tile (p.tiles counts tiles of H * kDeqTile).
+template <QFormat F, class T, bool W = deq_words<F>(), int H = kDeqSpan / kDeqTile>
 __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams p) {
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   static_assert(kDeqTile % B == 0, "tiles start on block boundaries");
-  constexpr int kTileBytes = kDeqSpan / B * BB;
+  constexpr int kSpan = H * kDeqTile;
+  constexpr int kTileBytes = kSpan / B * BB;
   constexpr int kBufBytes = (kTileBytes + 16 + 15) / 16 * 16;  // + 16: words16's reads around unaligned bytes
-  constexpr int kHalves = kDeqSpan / kDeqTile;
+  constexpr int kHalves = H;
   __shared__ __align__(16) uint8_t buf[2 * kBufBytes];
   struct Tile {
     int64_t r, k;
@@ -516,9 +589,9 @@ __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams
   auto tile_at = [&](int64_t t) {
     Tile x;
     x.r = t / p.tiles;
-    x.k = (t - x.r * p.tiles) * kDeqSpan;
+    x.k = (t - x.r * p.tiles) * kSpan;
     const int64_t left = p.cols - x.k;
-    x.n = left < kDeqSpan ? int(left) : kDeqSpan;  // a multiple of B
+    x.n = left < kSpan ? int(left) : kSpan;  // a multiple of B
     return x;
   };
   auto issue = [&](const Tile& x, uint8_t* dst, DeqPre (&pre)[kHalves]) {
@@ -553,7 +626,7 @@ __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams
     for (int h = 0; h < kHalves; ++h) {
       const int krel = (h * kDeqThreads + int(threadIdx.x)) * kDeqChunk;
       float v[kDeqChunk];
-      if (krel < cur.n) decode_staged<F>(tile, krel, cur.r, cur.k, p, pre[h], v);
+      if (krel < cur.n) decode_staged<F, W>(tile, krel, cur.r, cur.k, p, pre[h], v);
       store_chunk<T>(static_cast<T*>(p.out) + cur.r * p.out_stride + cur.k, krel, cur.n, v, p.vec_out);
     }
     if (t_next >= total) break;
