@@ -335,7 +335,10 @@ __device__ __forceinline__ uint32_t high_bits4(uint32_t qh, int i) {
 // 83, q4_0 87 -> 77, q4_1 86 -> 75, q5_0 86 -> 78, q5_1 84 -> 79, q4_K 86 ->
 // 75, q8_K 87 -> 80, iq4_xs 75 -> 74, mxfp4_gguf 83 -> 79, nvfp4_gguf 80 -> 73.
 // Split formats (fp8, int8, nvfp4, affine) keep the word path: their scales
-// come from deq_prefetch either way.
+// come from deq_prefetch either way. Those H100 timings were of the one-buffer
+// kernel; on the H200 the codec-path formats are the slow group (63-70% of the
+// copy, 2026-12-07), so every block format keeps both paths and
+// dequantize_kernel's W picks one: scripts/cuda_dequant_bw.cu times the other.
 template <QFormat F> constexpr bool deq_words() {
   switch (F) {
     case QFormat::q8_0: case QFormat::q4_0: case QFormat::q4_1: case QFormat::q5_0: case QFormat::q5_1:
