@@ -321,114 +321,6 @@ __global__ void __launch_bounds__(256, 2) gemv_q8x(const MmParams p, const int8_
   }
 }
 
-// Variant "regx" (one row; a candidate for issue 15, not in the library): no shared memory
-// for W or x. Warp w of a CTA owns U units (32 elements) a lane of K: units (w U + j) 32 + lane,
-// j < U, so a warp's loads of one row are 32 consecutive units (coalesced); its lanes hold
-// their x units in registers as f32 (and the sums of each 16, for the biased codes), loaded
-// once. The CTA walks rows_per_cta rows of W, RB rows at a time: each lane loads its U x RB
-// units straight from global memory (DotUnit::load, 4-byte loads) and applies them with
-// unit_dot_x (the library's dot, x from registers); with PF the next RB rows' units are
-// loaded before the current ones are applied. Each row's lane sums meet by shuffles, the
-// warps' partial sums in shared memory. Grid: one wave of CTAs.
-template <int U> struct RegX {
-  const float (&v)[U][kDotUnit];
-  const float (&s)[U][2];
-  int j;
-  __device__ __forceinline__ float4 x4(int, int i) const {
-    return make_float4(v[j][4 * i], v[j][4 * i + 1], v[j][4 * i + 2], v[j][4 * i + 3]);
-  }
-  __device__ __forceinline__ float sum(int, int h) const { return s[j][h]; }
-};
-
-// at most K = 14336 (the shapes below): 448 / U units a warp's lanes take
-template <int U> constexpr int regx_max_threads() { return (448 / U + 31) / 32 * 32; }
-template <QFormat F, int U, int RB, bool PF>
-__global__ void __launch_bounds__(regx_max_threads<U>(), 1) gemv_regx(const MmParams p, int rows_per_cta) {
-  using DU = DotUnit<F>;
-  constexpr bool kBiased = true;  // x is bf16
-  const int lane = int(threadIdx.x) & 31, wk = int(threadIdx.x) >> 5, nw = int(blockDim.x) >> 5;
-  const int64_t units = p.w.cols / kDotUnit, n = p.w.rows;
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
-  float xr[U][kDotUnit], xs[U][2];
-  int64_t uj[U];
-  bool live[U];
-#pragma unroll
-  for (int j = 0; j < U; ++j) {
-    uj[j] = (int64_t(wk) * U + j) * 32 + lane;
-    live[j] = uj[j] < units;
-    xs[j][0] = xs[j][1] = 0.f;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (live[j]) v = __ldg(reinterpret_cast<const uint4*>(x + uj[j] * kDotUnit) + q);
-      const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        xr[j][8 * q + 2 * t] = __uint_as_float(wv[t] << 16);
-        xr[j][8 * q + 2 * t + 1] = __uint_as_float(wv[t] & 0xffff0000u);
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < kDotUnit; ++e) xs[j][e / 16] += xr[j][e];
-  }
-  extern __shared__ float part[];  // [nw][rows_per_cta]
-  const int64_t r0 = int64_t(blockIdx.x) * rows_per_cta;
-  auto load = [&](DU (&w)[U][RB], int rr) {
-#pragma unroll
-    for (int j = 0; j < U; ++j)
-#pragma unroll
-      for (int r = 0; r < RB; ++r) {
-        const int64_t row = r0 + rr + r;
-        if (live[j] && rr + r < rows_per_cta && row < n) {
-          w[j][r].load(p.w.data + row * p.w.data_stride, int(uj[j]));
-        } else {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) w[j][r].c[i] = 0u;
-#pragma unroll
-          for (int i = 0; i < DU::kSegs; ++i) w[j][r].d[i] = 0.f;
-          if constexpr (DU::kMin) w[j][r].m = 0.f;
-        }
-      }
-  };
-  auto apply = [&](const DU (&w)[U][RB], int rr) {
-    float acc[RB][1];
-#pragma unroll
-    for (int r = 0; r < RB; ++r) acc[r][0] = 0.f;
-#pragma unroll
-    for (int j = 0; j < U; ++j) unit_dot_x<F, RB, 1, kBiased>(w[j], RegX<U>{xr, xs, j}, acc);
-#pragma unroll
-    for (int r = 0; r < RB; ++r) {
-      float v = acc[r][0];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0 && rr + r < rows_per_cta) part[wk * rows_per_cta + rr + r] = v;
-    }
-  };
-  if constexpr (PF) {
-    DU a[U][RB], b[U][RB];
-    load(a, 0);
-    for (int rr = 0; rr < rows_per_cta; rr += 2 * RB) {
-      load(b, rr + RB);
-      apply(a, rr);
-      if (rr + 2 * RB < rows_per_cta) load(a, rr + 2 * RB);
-      apply(b, rr + RB);
-    }
-  } else {
-    for (int rr = 0; rr < rows_per_cta; rr += RB) {
-      DU w[U][RB];
-      load(w, rr);
-      apply(w, rr);
-    }
-  }
-  __syncthreads();
-  for (int r = int(threadIdx.x); r < rows_per_cta; r += int(blockDim.x)) {
-    if (r0 + r >= n) break;
-    float v = 0.f;
-    for (int w = 0; w < nw; ++w) v += part[w * rows_per_cta + r];
-    static_cast<__nv_bfloat16*>(p.out)[r0 + r] = __float2bfloat16(v);
-  }
-}
-
 static double g_copy_gbs = 0;  // bytes moved a second by cudaMemcpy (read + write): the ceiling of a read
 using T = __nv_bfloat16;
 
@@ -558,49 +450,12 @@ template <QFormat F> void q8x(Case& c) {
   }
 }
 
-// gemv_regx<F, U, RB, PF>: warps = K / (32 U) units, one wave of CTAs, rows spread evenly.
-template <QFormat F, int U, int RB, bool PF> void regx(Case& c) {
-  const int64_t units = c.k / kDotUnit;
-  const int nw = int((units + 32 * U - 1) / (32 * U));
-  if (32 * nw > regx_max_threads<U>()) return;
-  auto k = gemv_regx<F, U, RB, PF>;
-  int sms, per = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int probe = int(c.n / sms + 2 * RB) * nw * 4;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, reinterpret_cast<const void*>(k), 32 * nw, probe));
-  if (per == 0) { printf("  regx U%d RB%d%s: does not fit\n", U, RB, PF ? " PF" : ""); return; }
-  const int64_t ctas = int64_t(sms) * per;
-  int rows = int((c.n + ctas - 1) / ctas);
-  rows = (rows + RB - 1) / RB * RB;
-  const unsigned grid = unsigned((c.n + rows - 1) / rows);
-  const int smem = rows * nw * 4;
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(k)));
-  char what[80];
-  snprintf(what, sizeof what, "regx U%d RB%d%s (%dw, %d/SM, %d rows, %dreg)", U, RB, PF ? " PF" : "", nw, per, rows,
-           fa.numRegs);
-  c.report(what, time_it([&](int s) { k<<<grid, 32 * nw, smem>>>(c.params(s), rows); }));
-  c.near(what);
-}
-template <QFormat F> void regxs(Case& c) {
-  if constexpr (has_dot_unit<F>()) {
-    regx<F, 2, 2, false>(c);
-    regx<F, 2, 4, false>(c);
-    regx<F, 2, 2, true>(c);
-    regx<F, 1, 4, false>(c);
-    regx<F, 1, 4, true>(c);
-    regx<F, 1, 8, false>(c);
-    regx<F, 4, 2, false>(c);
-  }
-}
-
 template <QFormat F> void run(const char* name, int64_t n, int64_t k) {
   using Wt = Quant<F>;
   {
     Case c = make<Wt, 1>(name, n, k);
     library<Wt, 1>(c);
     read_floor(c);
-    regxs<F>(c);
     q8x<F>(c);
     mmas<F>(c);
     release(c);

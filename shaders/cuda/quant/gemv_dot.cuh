@@ -415,20 +415,9 @@ template <QFormat F, bool Biased> constexpr bool dot_sums() {
 // (scripts/check_gemv_dot.cu: at most 32 f32 roundings of the magnitude
 // sum |d (q - kOff) x|, 80 for q3_K's small codes, against 4 unbiased), so it
 // is meant for 16-bit x only, whose own rounding (2^-9 or 2^-12) is far larger.
-// unit_dot reads x through an accessor: x4(mm, i) is elements 4 i .. 4 i + 3 of
-// the unit in x row mm, sum(mm, h) the sum of its elements 16 h .. 16 h + 15.
-// StagedX: x staged in memory as unit_dot's pointer form describes.
-struct StagedX {
-  const float* x;
-  int xs;
-  const float* sx;
-  int sxs;
-  BRAZE_HD float4 x4(int mm, int i) const { return *reinterpret_cast<const float4*>(x + mm * xs + 4 * i); }
-  BRAZE_HD float sum(int mm, int h) const { return sx[mm * sxs + h]; }
-};
-
-template <QFormat F, int R, int MT, bool Biased, class X>
-BRAZE_HD void unit_dot_x(const DotUnit<F> (&w)[R], const X& xa, float (&acc)[R][MT]) {
+template <QFormat F, int R, int MT, bool Biased>
+BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const float* sx, int sxs,
+                       float (&acc)[R][MT]) {
   using U = DotUnit<F>;
   constexpr bool kBias = Biased && U::kSmall;
   constexpr int kSeg = kDotUnit / U::kSegs;
@@ -457,7 +446,7 @@ BRAZE_HD void unit_dot_x(const DotUnit<F> (&w)[R], const X& xa, float (&acc)[R][
           q[r][t] = kBias ? dot_detail::biased(w[r].c[i], t) : dot_detail::code(w[r].c[i], t, U::kOff);
 #pragma unroll
       for (int mm = 0; mm < MT; ++mm) {
-        const float4 xv = xa.x4(mm, i);
+        const float4 xv = *reinterpret_cast<const float4*>(x + mm * xs + 4 * i);
         const float xt[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -477,7 +466,7 @@ BRAZE_HD void unit_dot_x(const DotUnit<F> (&w)[R], const X& xa, float (&acc)[R][
 #pragma unroll
     for (int mm = 0; mm < MT; ++mm) {
       if constexpr (kBias) {
-        const float sxm = U::kSegs == 2 ? xa.sum(mm, sg) : xa.sum(mm, 0) + xa.sum(mm, 1);
+        const float sxm = U::kSegs == 2 ? sx[mm * sxs + sg] : sx[mm * sxs] + sx[mm * sxs + 1];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           acc[r][mm] = fmaf(w[r].d[sg] * 256.f, sum[r][mm], acc[r][mm]);
@@ -492,17 +481,11 @@ BRAZE_HD void unit_dot_x(const DotUnit<F> (&w)[R], const X& xa, float (&acc)[R][
   if constexpr (U::kMin) {
 #pragma unroll
     for (int mm = 0; mm < MT; ++mm) {
-      const float sxm = xa.sum(mm, 0) + xa.sum(mm, 1);
+      const float sxm = sx[mm * sxs] + sx[mm * sxs + 1];
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r][mm] = fmaf(-w[r].min(), sxm, acc[r][mm]);
     }
   }
-}
-
-template <QFormat F, int R, int MT, bool Biased>
-BRAZE_HD void unit_dot(const DotUnit<F> (&w)[R], const float* x, int xs, const float* sx, int sxs,
-                       float (&acc)[R][MT]) {
-  unit_dot_x<F, R, MT, Biased>(w, StagedX{x, xs, sx, sxs}, acc);
 }
 #endif
 
