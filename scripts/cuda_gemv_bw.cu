@@ -16,7 +16,9 @@
 // Tried and dropped (docs/performance.md, history): a cp.async ring a warp ("pipe", 20274e9), a
 // 4096-element slab at one row (a260282), 3 CTAs an SM and W by the copy engine (2026-12-06), and
 // once more a ring a warp with x staged once for all of K, 16 warps a CTA (1024 / 2048 / 3072-element
-// slabs, 2-4 stages: at best 4% faster for q4_0, slower for others; 2026-12-07, docs/performance.md).
+// slabs, 2-4 stages: at best 4% faster for q4_0, slower for others; 2026-12-07, docs/performance.md), and
+// "regx": x in registers a lane, W's units loaded from global memory into registers, no shared staging
+// (ff15fd4: q4_0 41% of the copy at best against the library's 58% on an H100; 2026-12-08).
 #include <cuda_runtime.h>
 
 #include "cuda_bw.cuh"

@@ -5,9 +5,9 @@
 // once, fully coalesced; a split format's scales and biases of tile i + 1 into
 // registers) before it decodes tile i, so its loads stay in flight while it
 // decodes and stores. Each thread decodes a 16-element chunk of each half of a
-// tile through the format's codec (csrc/core/quant/, the CPU's code; the
-// formats where it paid decode four codes a word: decode_staged and deq_words
-// below, bit-identical to the codecs, scripts/cuda_dequant_bw.cu checks it).
+// tile by the arithmetic of the format's codec (csrc/core/quant/, the CPU's
+// code), four codes a word (decode_staged below, bit-identical to the codecs:
+// scripts/cuda_dequant_bw.cu checks it).
 // fp8 codes go through the hardware's exact fp8x2 -> f16x2 conversion. A warp's
 // 32 chunks leave as 16-bit values in two stores of 512 contiguous bytes
 // (halves exchanged by shuffles), not 32-byte pieces 32 bytes apart: on an H100
@@ -327,28 +327,16 @@ __device__ __forceinline__ uint32_t high_bits4(uint32_t qh, int i) {
   return ((((qh >> (4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
 }
 
-// Whether decode_staged's word path decodes F (else decode_chunk does). On an
-// H100 (4096 x 14336 -> bf16, % of the copy, docs/performance.md 2026-12-06) the
-// word path lifted q2_K 63 -> 77, q3_K 32 -> 78, q5_K 40 -> 79, q6_K 65 -> 83,
-// iq4_nl 78 -> 81, mxfp4 / mxfp6 72-73 -> 76-77 and mxfp8 72 -> 81, and cost
-// the formats whose codec is already a few byte operations a code: q8_0 90 ->
-// 83, q4_0 87 -> 77, q4_1 86 -> 75, q5_0 86 -> 78, q5_1 84 -> 79, q4_K 86 ->
-// 75, q8_K 87 -> 80, iq4_xs 75 -> 74, mxfp4_gguf 83 -> 79, nvfp4_gguf 80 -> 73.
-// Split formats (fp8, int8, nvfp4, affine) keep the word path: their scales
-// come from deq_prefetch either way. Those H100 timings were of the one-buffer
-// kernel; on the H200 the codec-path formats are the slow group (63-70% of the
-// copy, 2026-12-07), so every block format keeps both paths and
-// dequantize_kernel's W picks one: scripts/cuda_dequant_bw.cu times the other.
-template <QFormat F> constexpr bool deq_words() {
-  switch (F) {
-    case QFormat::q8_0: case QFormat::q4_0: case QFormat::q4_1: case QFormat::q5_0: case QFormat::q5_1:
-    case QFormat::q4_K: case QFormat::q8_K: case QFormat::iq4_xs: case QFormat::mxfp4_gguf:
-    case QFormat::nvfp4_gguf:
-      return false;
-    default:
-      return true;
-  }
-}
+// Whether decode_staged's word path decodes F (else decode_chunk does): every
+// format. On the double-buffered kernel the word path is faster for each of
+// them (H100, 4096 x 14336 -> bf16, % of the copy, 2026-12-08 00:22,
+// docs/performance.md): q8_0 93.2 -> 94.4, q4_0 89.4 -> 92.0, q4_1 88.6 ->
+// 92.2, q5_0 90.3 -> 92.0, q5_1 88.5 -> 92.6, q4_K 87.0 -> 91.6, q8_K 93.7 ->
+// 94.4, iq4_xs 84.9 -> 90.8, mxfp4_gguf 89.5 -> 90.8, nvfp4_gguf 87.4 -> 91.4,
+// bit for bit the same output; the codec path stays selectable (W = false)
+// for scripts/cuda_dequant_bw.cu, which times both. (On the one-buffer kernel
+// of cc28b5d the codec path had been the faster one for those ten formats.)
+template <QFormat F> constexpr bool deq_words() { return true; }
 
 // decode_chunk of a chunk of a staged tile (16-byte aligned; the tile padded
 // by 16 bytes), the loads of a split format's scales done by deq_prefetch.
