@@ -284,26 +284,25 @@ template <QFormat F> void run(const char* name, int64_t rows, int64_t cols, doub
       report("library, 8 waves", time_it([&](int s) { k<<<unsigned(std::min<int64_t>(8 * g, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
       check("8 waves");
     }
-    if constexpr (info(F).layout == braze::quant::Layout::blocks) {  // the other decode path (deq_words), 4 and 8 waves
-      constexpr bool W = !deq_words<F>();
-      auto ko = dequantize_kernel<F, T, W>;
-      const int go = resident(ko);
-      const char* names[2] = {W ? "word path (4 waves)" : "codec path (4 waves)", W ? "word path, 8 waves" : "codec path, 8 waves"};
+    if constexpr (info(F).layout == braze::quant::Layout::blocks) {  // the codecs' decode_chunk (W = false)
+      auto kc = dequantize_kernel<F, T, false>;
+      const int gc = resident(kc);
+      const char* names[2] = {"codec path (4 waves)", "codec path, 8 waves"};
       for (int w = 0; w < 2; ++w) {
-        report(names[w], time_it([&](int s) { ko<<<unsigned(std::min<int64_t>((4 << w) * go, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
+        report(names[w], time_it([&](int s) { kc<<<unsigned(std::min<int64_t>((4 << w) * gc, total)), kDeqThreads>>>(params(s, kDeqSpan)); }));
         check(names[w]);
       }
-      printf("  %s: resident CTAs an SM: library %d, other path %d\n", name, g / 132, go / 132);
+      printf("  %s: resident CTAs an SM: library %d, codec path %d\n", name, g / 132, gc / 132);
     }
     {  // tiles of 4 parts (twice the bytes a CTA has in flight), each path, 4 waves
-      auto k4 = dequantize_kernel<F, T, deq_words<F>(), 4>;
+      auto k4 = dequantize_kernel<F, T, true, 4>;
       const int64_t total4 = rows * ((cols + 4 * kDeqTile - 1) / (4 * kDeqTile));
       report("library, tiles x4", time_it([&](int s) { k4<<<unsigned(std::min<int64_t>(4 * resident(k4), total4)), kDeqThreads>>>(params(s, 4 * kDeqTile)); }));
       check("library, tiles x4");
       if constexpr (info(F).layout == braze::quant::Layout::blocks) {
-        auto k4o = dequantize_kernel<F, T, !deq_words<F>(), 4>;
-        report("other path, tiles x4", time_it([&](int s) { k4o<<<unsigned(std::min<int64_t>(4 * resident(k4o), total4)), kDeqThreads>>>(params(s, 4 * kDeqTile)); }));
-        check("other path, tiles x4");
+        auto k4c = dequantize_kernel<F, T, false, 4>;
+        report("codec path, tiles x4", time_it([&](int s) { k4c<<<unsigned(std::min<int64_t>(4 * resident(k4c), total4)), kDeqThreads>>>(params(s, 4 * kDeqTile)); }));
+        check("codec path, tiles x4");
       }
     }
     if (!detail) {

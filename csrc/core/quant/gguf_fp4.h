@@ -20,7 +20,7 @@ namespace gguf_fp4_detail {
 // e2m1 doubled, as GGML's tables hold it (kvalues_mxfp4): integers, and the code -0 is 0.
 // Arithmetic rather than a table, so that loops over it vectorize: 2 e2m1 of
 // exponent e, mantissa bit b is b (e = 0) or (2 + b) << (e - 1).
-BRAZE_HD int8_t kvalue(uint32_t q) {
+BRAZE_HD constexpr int8_t kvalue(uint32_t q) {
   const int e = int(q >> 1) & 3, b = int(q & 1u);
   const int mag = e ? (2 + b) << (e - 1) : b;
   return int8_t(q & 8u ? -mag : mag);

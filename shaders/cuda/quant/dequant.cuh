@@ -248,6 +248,12 @@ constexpr Table16 table16_of(const int8_t (&v)[16]) {
   for (int i = 0; i < 16; ++i) t.w[i / 4] |= uint32_t(uint8_t(v[i])) << (8 * (i % 4));
   return t;
 }
+// The GGUF fp4 layouts' 16 values (gguf_fp4_detail::kvalue) as a table.
+constexpr Table16 gguf_fp4_table() {
+  int8_t v[16] = {};
+  for (int i = 0; i < 16; ++i) v[i] = gguf_fp4_detail::kvalue(uint32_t(i));
+  return table16_of(v);
+}
 // The table's entries at the four indices (bytes 0..15) of x, as four bytes.
 __device__ __forceinline__ uint32_t table16(const Table16& t, uint32_t x) {
   const uint32_t y = x & 0x07070707u;  // the index within a half; bit 3 picks the half
@@ -257,7 +263,6 @@ __device__ __forceinline__ uint32_t table16(const Table16& t, uint32_t x) {
   return (lo & ~mask) | (hi & mask);
 }
 constexpr int8_t kIq4Values[16] = BRAZE_IQ4_VALUES;
-constexpr int8_t kGgufFp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};  // gguf_fp4_detail::kvalue
 
 // Eight e2m1 codes (a word, LSB first) as floats: exact (every e2m1 value is an
 // f16; decode_elem<e2m1>'s values, -0 for the code 8 included), through f16
@@ -327,20 +332,19 @@ __device__ __forceinline__ uint32_t high_bits4(uint32_t qh, int i) {
   return ((((qh >> (4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
 }
 
-// Whether decode_staged's word path decodes F (else decode_chunk does): every
-// format. On the double-buffered kernel the word path is faster for each of
-// them (H100, 4096 x 14336 -> bf16, % of the copy, 2026-12-08 00:22,
+// decode_staged's W: the word path (true, every format's default) or, for a
+// block format, the codecs' decode_chunk (false; scripts/cuda_dequant_bw.cu
+// times it). On the double-buffered kernel the word path is faster for every
+// format (H100, 4096 x 14336 -> bf16, % of the copy, 2026-12-08 00:22,
 // docs/performance.md): q8_0 93.2 -> 94.4, q4_0 89.4 -> 92.0, q4_1 88.6 ->
 // 92.2, q5_0 90.3 -> 92.0, q5_1 88.5 -> 92.6, q4_K 87.0 -> 91.6, q8_K 93.7 ->
 // 94.4, iq4_xs 84.9 -> 90.8, mxfp4_gguf 89.5 -> 90.8, nvfp4_gguf 87.4 -> 91.4,
-// bit for bit the same output; the codec path stays selectable (W = false)
-// for scripts/cuda_dequant_bw.cu, which times both. (On the one-buffer kernel
-// of cc28b5d the codec path had been the faster one for those ten formats.)
-template <QFormat F> constexpr bool deq_words() { return true; }
+// bit for bit the same output. (On the one-buffer kernel of cc28b5d the codec
+// path had been the faster one for those ten formats.)
 
 // decode_chunk of a chunk of a staged tile (16-byte aligned; the tile padded
 // by 16 bytes), the loads of a split format's scales done by deq_prefetch.
-template <QFormat F, bool W = deq_words<F>()>
+template <QFormat F, bool W = true>
 __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int64_t r, int64_t k_tile,
                                               const DeqParams& p, const DeqPre& pre, float* out) {
   constexpr Group G = info(F).group;
@@ -445,7 +449,7 @@ __device__ __forceinline__ void decode_staged(const uint8_t* tile, int krel, int
     for (int i = 0; i < 4; ++i) w[i] = table16(kv, (w[i] >> sh) & 0x0f0f0f0fu) ^ 0x80808080u;  // int8 + 128
     affine16<Affine::mul>(w, 8388736.f, d, 0.f, out);
   } else if constexpr (F == QFormat::mxfp4_gguf || F == QFormat::nvfp4_gguf) {
-    constexpr Table16 kv = table16_of(kGgufFp4Values);
+    constexpr Table16 kv = gguf_fp4_table();
     float d;
     if constexpr (F == QFormat::mxfp4_gguf) {
       d = Codec<F>::scale(b);
@@ -563,8 +567,8 @@ __device__ __forceinline__ void store_chunk(T* row_tile, int krel, int n, const 
 // The kernel (see the top of this file): two tile buffers, tile i + 1 staged
 // by cp.async (its split scales loaded into registers) before tile i is
 // decoded and stored, so a CTA's loads are in flight while it decodes.
-// W: decode_staged's path (deq_words); H: kDeqTile parts a tile (p.tiles counts tiles of H * kDeqTile).
-template <QFormat F, class T, bool W = deq_words<F>(), int H = kDeqSpan / kDeqTile>
+// W: decode_staged's path (true: words); H: kDeqTile parts a tile (p.tiles counts tiles of H * kDeqTile).
+template <QFormat F, class T, bool W = true, int H = kDeqSpan / kDeqTile>
 __global__ void __launch_bounds__(kDeqThreads) dequantize_kernel(const DeqParams p) {
   constexpr int B = info(F).blocks.block, BB = info(F).blocks.block_bytes;
   static_assert(kDeqTile % B == 0, "tiles start on block boundaries");
